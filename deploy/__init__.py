@@ -1,0 +1,1 @@
+"""The robot-side runtime: numpy, onnxruntime and pyyaml only; never torch or mujoco."""

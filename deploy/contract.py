@@ -1,0 +1,116 @@
+"""The policy contract: everything a runtime must know to feed a policy and use its output.
+
+The trainer writes it into the ONNX file's metadata (key `simreal.contract`, JSON); the deploy
+runtime reads it back and refuses to run a policy whose contract disagrees with the robot.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from robots import Robot
+
+CONTRACT_KEY = "simreal.contract"
+CONTRACT_FORMAT = "simreal.policy_contract/1"
+
+
+class ContractError(ValueError):
+    """A contract that is malformed or disagrees with the robot; the message names each field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ObsTerm(_Strict):
+    name: str
+    dim: int = Field(gt=0)
+    scale: float = 1.0
+    clip: float = Field(default=100.0, gt=0)
+    history: int = Field(default=1, ge=1)
+
+
+class ActionSpec(_Strict):
+    """command = offset + scale * clip(action, -clip, clip), per actuator in policy order.
+
+    kind says what the command is: `rotor_speed` is the fraction of maximum rotor speed
+    (0..1), `joint_position` a joint position target in rad tracked by PD with kp, kd.
+    """
+
+    kind: Literal["rotor_speed", "joint_position"]
+    scale: list[float]
+    offset: list[float]
+    clip: float = Field(gt=0)
+    kp: list[float] | None = None
+    kd: list[float] | None = None
+
+
+class CommandRange(_Strict):
+    low: list[float]
+    high: list[float]
+
+
+class PolicyContract(_Strict):
+    format: Literal["simreal.policy_contract/1"] = CONTRACT_FORMAT
+    task: str
+    robot: str
+    robot_hash: str
+    control_rate_hz: float = Field(gt=0)
+    actuators: list[str]
+    observations: list[ObsTerm]
+    action: ActionSpec
+    commands: dict[str, CommandRange] = {}
+    input_name: str = "obs"
+    output_name: str = "action"
+
+    @property
+    def obs_dim(self) -> int:
+        return sum(t.dim * t.history for t in self.observations)
+
+    @property
+    def action_dim(self) -> int:
+        return len(self.actuators)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "contract") -> PolicyContract:
+        try:
+            return cls.model_validate(json.loads(text))
+        except (ValidationError, json.JSONDecodeError) as exc:
+            raise ContractError(f"{source}: malformed policy contract: {exc}") from None
+
+    def mismatches(self, robot: Robot) -> list[str]:
+        """Every way this contract disagrees with the robot's description, one line each."""
+        out = []
+        if self.robot != robot.name:
+            out.append(f"robot: policy was trained for {self.robot!r}, this is {robot.name!r}")
+        if self.actuators != robot.actuator_names:
+            out.append(
+                f"actuators: policy order {self.actuators} differs from robot.yaml order "
+                f"{robot.actuator_names}"
+            )
+        rate = robot.spec.control.rate_hz
+        if abs(self.control_rate_hz - rate) > 1e-9:
+            out.append(f"control_rate_hz: policy runs at {self.control_rate_hz} Hz, robot.yaml "
+                       f"says {rate} Hz")
+        if self.robot_hash != robot.description_hash:
+            out.append(
+                f"robot_hash: policy was trained on description {self.robot_hash[:12]}, "
+                f"{robot.yaml_path.parent} is {robot.description_hash[:12]}"
+            )
+        for field in ("scale", "offset"):
+            if len(getattr(self.action, field)) != self.action_dim:
+                out.append(f"action.{field}: {len(getattr(self.action, field))} values for "
+                           f"{self.action_dim} actuators")
+        return out
+
+    def check(self, robot: Robot) -> None:
+        problems = self.mismatches(robot)
+        if problems:
+            raise ContractError("policy contract does not match the robot:\n  " +
+                                "\n  ".join(problems))

@@ -1,0 +1,192 @@
+"""The robot description: a typed view of robot.yaml, checked against its MJCF.
+
+This module imports neither torch nor mujoco, so the deploy runtime on a robot computer reads
+the same description the simulator does. The MJCF is cross-checked as XML here; compiling it is
+the simulator's job (sim/backend.py), which reports MuJoCo's own error with the file name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class RobotError(ValueError):
+    """A robot description that cannot be used; the message names the file and the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Control(_Strict):
+    rate_hz: float = Field(gt=0)
+    physics_dt: float = Field(gt=0)
+
+    @property
+    def decimation(self) -> int:
+        return round(1.0 / (self.rate_hz * self.physics_dt))
+
+    @model_validator(mode="after")
+    def _integer_decimation(self) -> Control:
+        ratio = 1.0 / (self.rate_hz * self.physics_dt)
+        if ratio < 1 or abs(ratio - round(ratio)) > 1e-6:
+            raise ValueError(
+                f"1/(rate_hz*physics_dt) = {ratio:g} must be a whole number of physics steps"
+            )
+        return self
+
+
+class Rotor(_Strict):
+    actuator: str
+    spin: Literal["cw", "ccw"]
+
+
+class RotorModel(_Strict):
+    thrust_coefficient: float = Field(gt=0, description="N/RPM^2")
+    torque_coefficient: float = Field(gt=0, description="N m/RPM^2")
+    max_thrust: float = Field(gt=0, description="N per rotor")
+    time_constant: float = Field(gt=0, description="s, first-order motor lag")
+
+    @property
+    def max_rpm(self) -> float:
+        return (self.max_thrust / self.thrust_coefficient) ** 0.5
+
+
+class Joint(_Strict):
+    name: str
+    actuator: str
+    default: float = 0.0
+    kp: float | None = Field(default=None, ge=0)
+    kd: float | None = Field(default=None, ge=0)
+    torque_limit: float | None = Field(default=None, gt=0)
+    velocity_limit: float | None = Field(default=None, gt=0)
+
+
+class RobotSpec(_Strict):
+    name: str
+    kind: Literal["quadrotor", "legged", "arm"]
+    mjcf: str
+    base_body: str
+    control: Control
+    mass: float = Field(gt=0)
+    sensors: dict[str, str]
+    joints: list[Joint] = []
+    rotors: list[Rotor] = []
+    rotor_model: RotorModel | None = None
+
+    @model_validator(mode="after")
+    def _actuated(self) -> RobotSpec:
+        if self.kind == "quadrotor" and (not self.rotors or self.rotor_model is None):
+            raise ValueError("a quadrotor needs 'rotors' and 'rotor_model'")
+        if self.kind != "quadrotor" and not self.joints:
+            raise ValueError(f"a robot of kind {self.kind!r} needs 'joints'")
+        return self
+
+
+class Robot:
+    """A loaded robot: its spec, its files and the hash the policy contract records."""
+
+    def __init__(self, spec: RobotSpec, directory: Path):
+        self.spec = spec
+        self.directory = directory
+        self.yaml_path = directory / "robot.yaml"
+        self.mjcf_path = directory / spec.mjcf
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def actuator_names(self) -> list[str]:
+        """Actuators in policy order: action i drives actuator i."""
+        if self.spec.rotors:
+            return [r.actuator for r in self.spec.rotors]
+        return [j.actuator for j in self.spec.joints]
+
+    @property
+    def description_hash(self) -> str:
+        """sha256 over robot.yaml and the MJCF, so a policy knows which robot it was trained on."""
+        h = hashlib.sha256()
+        for path in (self.yaml_path, self.mjcf_path):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+        return h.hexdigest()
+
+    def __repr__(self) -> str:
+        return f"Robot({self.name!r}, {self.directory})"
+
+
+def _field_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def load_robot_dir(directory: str | Path) -> Robot:
+    """Load and check `directory/robot.yaml` and the MJCF it names."""
+    directory = Path(directory)
+    yaml_path = directory / "robot.yaml"
+    if not yaml_path.is_file():
+        raise RobotError(f"{yaml_path}: no such file")
+    try:
+        raw = yaml.safe_load(yaml_path.read_text())
+    except yaml.YAMLError as exc:
+        raise RobotError(f"{yaml_path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise RobotError(f"{yaml_path}: expected a mapping at the top level")
+    try:
+        spec = RobotSpec.model_validate(raw)
+    except ValidationError as exc:
+        lines = [f"{_field_path(e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()]
+        raise RobotError(f"{yaml_path}: " + "; ".join(lines)) from None
+    robot = Robot(spec, directory)
+    _check_against_mjcf(robot)
+    return robot
+
+
+def _names(root: ET.Element, section: str) -> set[str]:
+    return {el.get("name", "") for sec in root.iter(section) for el in sec if el.get("name")}
+
+
+def _check_against_mjcf(robot: Robot) -> None:
+    spec, path, ypath = robot.spec, robot.mjcf_path, robot.yaml_path
+    if not path.is_file():
+        raise RobotError(f"{ypath}: mjcf: file {spec.mjcf!r} not found in {robot.directory}")
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        raise RobotError(f"{path}: not well-formed XML: {exc}") from None
+    actuators = _names(root, "actuator")
+    sensors = _names(root, "sensor")
+    bodies = {el.get("name") for el in root.iter("body")}
+    joints = {el.get("name") for tag in ("joint", "freejoint") for el in root.iter(tag)}
+
+    def missing(field: str, value: str, known: set, what: str) -> None:
+        if value not in known:
+            raise RobotError(
+                f"{ypath}: {field}: {value!r} is not {what} in {path.name} "
+                f"(known: {', '.join(sorted(k for k in known if k)) or 'none'})"
+            )
+
+    missing("base_body", spec.base_body, bodies, "a body")
+    for i, rotor in enumerate(spec.rotors):
+        missing(f"rotors[{i}].actuator", rotor.actuator, actuators, "an actuator")
+    for i, joint in enumerate(spec.joints):
+        missing(f"joints[{i}].name", joint.name, joints, "a joint")
+        missing(f"joints[{i}].actuator", joint.actuator, actuators, "an actuator")
+    for role, name in spec.sensors.items():
+        missing(f"sensors.{role}", name, sensors, "a sensor")
+    option = root.find("option")
+    timestep = float(option.get("timestep", 0.002)) if option is not None else 0.002
+    if abs(timestep - spec.control.physics_dt) > 1e-12:
+        raise RobotError(
+            f"{ypath}: control.physics_dt: {spec.control.physics_dt} differs from the timestep "
+            f"{timestep} in {path.name}"
+        )

@@ -1,0 +1,1 @@
+"""Batched simulation: backends that step many copies of a robot, and the tasks built on them."""

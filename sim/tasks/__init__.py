@@ -1,0 +1,1 @@
+"""Tasks: a robot, its commands, observation terms, rewards, terminations and randomization."""

@@ -1,0 +1,266 @@
+"""quadrotor-hover: fly to a target and hold it, from a random initial state.
+
+Actions are four normalized rotor-speed commands (the contract maps a = 0 to the nominal
+hover speed) through a first-order motor model; MuJoCo receives each rotor's thrust. The actor
+sees what an onboard estimator gives (position error, rotation matrix, linear and angular
+velocity, last action), with noise; the critic sees the same without noise plus the true motor
+speeds, mass, inertia, thrust and motor-lag scales and the disturbance force.
+
+An episode succeeds when, over its last second, the position error stays below 0.1 m and the
+speed below 0.2 m/s, with no crash (leaving a 2 m sphere around the target, or an upside-down
+attitude, ends the episode as a failure).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict
+
+from deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
+from robots import Robot
+from sim.backend import MujocoBackend
+from sim.sampling import in_ball, tilted_quat, uniform
+from sim.vec_env import TaskConfig, VecEnv
+
+GRAVITY = 9.81
+
+# what `simreal train quadrotor-hover` uses unless told otherwise (measured on 2 cores)
+TRAIN_DEFAULTS = {"envs": 1024, "steps": 6_000_000, "ppo": {}}
+
+
+class _Cfg(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InitConfig(_Cfg):
+    position_radius: float = 1.0  # m from the target
+    speed: float = 1.0  # m/s
+    tilt_deg: float = 45.0
+    angular_rate: float = 2.0  # rad/s
+
+
+class RandomizationConfig(_Cfg):
+    """Per-episode multiplicative scales (low, high) and the disturbance bound."""
+
+    mass: tuple[float, float] = (0.9, 1.1)
+    inertia: tuple[float, float] = (0.9, 1.1)
+    thrust_coefficient: tuple[float, float] = (0.9, 1.1)
+    motor_time_constant: tuple[float, float] = (0.5, 1.5)
+    disturbance_force: float = 0.1  # N-per-N of weight, uniform in a ball
+
+
+class NoiseConfig(_Cfg):
+    """Standard deviations of the estimator's errors."""
+
+    position: float = 0.005  # m
+    orientation: float = 0.01  # quaternion components, renormalized
+    linear_velocity: float = 0.02  # m/s
+    angular_velocity: float = 0.05  # rad/s
+
+
+class RewardConfig(_Cfg):
+    """Per step: alive + position * exp(-err / position_scale) - penalties; never below 0
+    before a crash, so that ending an episode early never pays."""
+
+    alive: float = 0.5
+    position: float = 1.0
+    position_scale: float = 0.3  # m
+    velocity: float = 0.1  # per m/s
+    angular_velocity: float = 0.02  # per rad/s
+    tilt: float = 0.2  # times (1 - cos tilt)
+    action_rate: float = 0.05  # times |a - a_prev|^2
+    crash: float = 10.0  # once, on a crash
+
+
+class HoverConfig(TaskConfig):
+    episode_s: float = 5.0
+    target: tuple[float, float, float] = (0.0, 0.0, 1.0)
+    crash_distance: float = 2.0  # m from the target
+    success_position: float = 0.1  # m
+    success_speed: float = 0.2  # m/s
+    success_window_s: float = 1.0
+    init: InitConfig = InitConfig()
+    randomization: RandomizationConfig = RandomizationConfig()
+    noise: NoiseConfig = NoiseConfig()
+    reward: RewardConfig = RewardConfig()
+
+
+class QuadrotorHover(VecEnv):
+    name = "quadrotor-hover"
+    robot_name = "crazyflie"
+    config_class = HoverConfig
+    cfg: HoverConfig
+    train_defaults = TRAIN_DEFAULTS
+
+    def __init__(self, robot: Robot, cfg: HoverConfig, num_envs: int, seed: int,
+                 nthread: int | None = None):
+        spec = robot.spec
+        if spec.kind != "quadrotor" or spec.rotor_model is None:
+            raise ValueError(f"{self.name} needs a quadrotor robot, {robot.name} is {spec.kind}")
+        self.rotor = spec.rotor_model
+        self.hover_fraction = math.sqrt(spec.mass * GRAVITY / (4 * self.rotor.max_thrust))
+        super().__init__(robot, cfg, num_envs, seed)
+        self.backend = MujocoBackend(robot.mjcf_path, num_envs, nthread)
+        b = self.backend
+        self.base = b.body_id(spec.base_body)
+        self._sensor_slices = {role: b.sensor_slice(name) for role, name in spec.sensors.items()}
+        self.body_mass = b.model_field("body_mass")
+        self.body_inertia = b.model_field("body_inertia")
+        self.nominal_mass = self.body_mass[0, self.base].item()
+        self.nominal_inertia = self.body_inertia[0, self.base].clone()
+        n = num_envs
+        self.target = torch.tensor(cfg.target, dtype=torch.float32).expand(n, 3).contiguous()
+        self.rotor_speed = torch.zeros(n, 4)  # fraction of max rpm
+        self.mass_scale = torch.ones(n)
+        self.inertia_scale = torch.ones(n, 3)
+        self.thrust_scale = torch.ones(n)
+        self.tau_scale = torch.ones(n)
+        self.disturbance = torch.zeros(n, 3)  # N, world frame
+        self.hold_steps = torch.zeros(n, dtype=torch.long)  # consecutive steps inside the goal
+        nz = cfg.noise
+        self._noise_slices = {"position": slice(0, 3), "orientation": slice(3, 7),
+                              "linear_velocity": slice(7, 10), "angular_velocity": slice(10, 13)}
+        self._noise_std = torch.tensor([nz.position] * 3 + [nz.orientation] * 4 +
+                                       [nz.linear_velocity] * 3 + [nz.angular_velocity] * 3)
+        self.window = round(cfg.success_window_s / self.dt)
+        self.success = torch.zeros(n, dtype=torch.bool)  # set when an episode ends
+
+    # --- contract --------------------------------------------------------------------------
+    def policy_terms(self) -> list[ObsTerm]:
+        return [
+            ObsTerm(name="position_error", dim=3, clip=3.0),
+            ObsTerm(name="rotation_matrix", dim=9, clip=1.0),
+            ObsTerm(name="linear_velocity", dim=3, scale=0.5, clip=5.0),
+            ObsTerm(name="angular_velocity", dim=3, scale=0.1, clip=5.0),
+            ObsTerm(name="last_action", dim=4, clip=1.0),
+        ]
+
+    def contract(self) -> PolicyContract:
+        h = self.hover_fraction
+        r = self.cfg.init.position_radius
+        target = self.cfg.target
+        return PolicyContract(
+            task=self.name,
+            robot=self.robot.name,
+            robot_hash=self.robot.description_hash,
+            control_rate_hz=self.robot.spec.control.rate_hz,
+            actuators=self.robot.actuator_names,
+            observations=self.policy_terms(),
+            # a = 0 is the nominal hover speed; a in [-1, 1] spans [2h - 1, 1] of max rpm
+            action=ActionSpec(kind="rotor_speed", scale=[1 - h] * 4, offset=[h] * 4, clip=1.0),
+            commands={"target_position": CommandRange(
+                low=[t - r for t in target], high=[t + r for t in target])},
+        )
+
+    # --- signals ---------------------------------------------------------------------------
+    def signals(self) -> dict[str, torch.Tensor]:
+        # the four sensors are adjacent in sensordata: one conversion, then views
+        data = self.backend.sensordata.to(torch.float32)
+        s = {role: data[:, sl] for role, sl in self._sensor_slices.items()}
+        s["target_position"] = self.target
+        s["last_action"] = self.last_action
+        return s
+
+    def noisy_signals(self) -> dict[str, torch.Tensor]:
+        s = self.signals()
+        noise = torch.randn(self.num_envs, 13, generator=self.generator) * self._noise_std
+        for role, sl in self._noise_slices.items():
+            s[role] = s[role] + noise[:, sl]
+        s["orientation"] = torch.nn.functional.normalize(s["orientation"], dim=-1)
+        return s
+
+    def privileged(self) -> torch.Tensor:
+        weight = self.nominal_mass * GRAVITY
+        return torch.cat([
+            self.rotor_speed,
+            self.mass_scale[:, None] - 1,
+            self.inertia_scale - 1,
+            self.thrust_scale[:, None] - 1,
+            self.tau_scale[:, None] - 1,
+            self.disturbance / weight,
+        ], dim=-1)
+
+    # --- dynamics --------------------------------------------------------------------------
+    def apply_actions(self, actions: torch.Tensor) -> None:
+        h = self.hover_fraction
+        command = h + (1 - h) * actions  # the contract's action mapping
+        # first-order lag, integrated exactly over the control period
+        alpha = 1 - torch.exp(-self.dt / (self.rotor.time_constant * self.tau_scale))
+        self.rotor_speed += alpha[:, None] * (command - self.rotor_speed)
+        thrust = self.rotor.max_thrust * self.thrust_scale[:, None] * self.rotor_speed ** 2
+        self.backend.ctrl[:] = thrust
+        self.backend.xfrc_applied[:, self.base, :3] = self.disturbance
+        self.backend.step(self.decimation)
+
+    def rewards_and_terminations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        s = self.signals()
+        w = self.cfg.reward
+        err = torch.linalg.vector_norm(s["position"] - s["target_position"], dim=-1)
+        speed = torch.linalg.vector_norm(s["linear_velocity"], dim=-1)
+        rate = torch.linalg.vector_norm(s["angular_velocity"], dim=-1)
+        q = s["orientation"]
+        cos_tilt = 1 - 2 * (q[:, 1] ** 2 + q[:, 2] ** 2)  # body z . world z
+        action_rate = (self.last_action - self.prev_action).square().sum(-1)
+        crashed = (err > self.cfg.crash_distance) | (cos_tilt < 0) | ~torch.isfinite(err)
+        penalty = (w.velocity * speed + w.angular_velocity * rate + w.tilt * (1 - cos_tilt)
+                   + w.action_rate * action_rate)
+        reward = (w.alive + w.position * torch.exp(-err / w.position_scale) - penalty).clamp(min=0)
+        reward = torch.where(crashed, torch.full_like(reward, -w.crash), reward)
+        inside = (err < self.cfg.success_position) & (speed < self.cfg.success_speed)
+        self.hold_steps = torch.where(inside, self.hold_steps + 1, 0)
+        self.position_error = err
+        log = {"/reward/position_error_m": err.mean().item()}
+        return reward, crashed, log
+
+    def step_metrics(self) -> dict[str, torch.Tensor]:
+        """Per-env values of this control step, which evaluation summarizes."""
+        return {"position_error": self.position_error}
+
+    def summarize(self, history: dict[str, torch.Tensor], lengths: torch.Tensor
+                  ) -> dict[str, float]:
+        """Task metrics over each episode's last second (the hold phase), from (T, N) history."""
+        err = history["position_error"]
+        t = torch.arange(err.shape[0])[:, None]
+        in_window = (t < lengths[None]) & (t >= lengths[None] - self.window)
+        hold = err[in_window]
+        return {"position_error_mean": hold.mean().item(),
+                "position_error_p95": torch.quantile(hold, 0.95).item()}
+
+    def reset_envs(self, ids: torch.Tensor) -> dict[str, Any]:
+        n, g, c = len(ids), self.generator, self.cfg
+        stats: dict[str, Any] = {}
+        if self.episode_length_buf[ids].any():  # episodes that actually ran
+            ended = self.episode_length_buf[ids] > 0
+            timed_out = self.episode_length_buf[ids] >= self.max_episode_length
+            ok = timed_out & (self.hold_steps[ids] >= self.window)
+            self.success[ids] = ok
+            stats["/episode/success_rate"] = ok[ended].float().mean().item()
+            stats["/episode/crash_rate"] = (~timed_out[ended]).float().mean().item()
+            stats["/episode/return"] = self.episode_return[ids][ended].mean().item()
+        rnd = c.randomization
+        self.mass_scale[ids] = uniform(n, *rnd.mass, g)
+        self.inertia_scale[ids] = uniform(n, *rnd.inertia, g, dim=3)
+        self.thrust_scale[ids] = uniform(n, *rnd.thrust_coefficient, g)
+        self.tau_scale[ids] = uniform(n, *rnd.motor_time_constant, g)
+        weight = self.nominal_mass * GRAVITY
+        self.disturbance[ids] = in_ball(n, rnd.disturbance_force * weight, g)
+        self.body_mass[ids, self.base] = (self.nominal_mass * self.mass_scale[ids]).double()
+        self.body_inertia[ids, self.base] = (self.nominal_inertia * self.inertia_scale[ids]
+                                             ).double()
+
+        b = self.backend
+        b.reset(ids)
+        pos = self.target[ids] + in_ball(n, c.init.position_radius, g)
+        quat = tilted_quat(n, math.radians(c.init.tilt_deg), g)
+        vel = in_ball(n, c.init.speed, g)
+        ang = in_ball(n, c.init.angular_rate, g)  # body frame, as MuJoCo's free joint
+        b.qpos[ids] = torch.cat([pos, quat], dim=-1).double()
+        b.qvel[ids] = torch.cat([vel, ang], dim=-1).double()
+        b.forward(ids)
+
+        self.rotor_speed[ids] = self.hover_fraction
+        self.hold_steps[ids] = 0
+        return stats

@@ -1,0 +1,134 @@
+"""The batched environment every task builds on, following rsl_rl's VecEnv protocol.
+
+`get_observations()` gives a TensorDict with the groups "policy" (what the robot senses, as
+the deploy runtime will build it) and "critic" (that, noise-free, plus privileged simulator
+state). `step(actions)` returns (observations, rewards, dones, extras) with
+extras["time_outs"] (episodes cut by the time limit, to bootstrap) and extras["log"].
+
+A task subclass supplies: its config, `policy_terms` (the contract's observation terms),
+`signals()` (named sensor readings), the physics of one control step, rewards, terminations,
+resets and the privileged critic terms. Everything is batched; no Python loop over envs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import torch
+from pydantic import BaseModel, ConfigDict
+from tensordict import TensorDict
+
+from deploy.contract import ObsTerm, PolicyContract
+from deploy.observation import ObservationBuilder
+from robots import Robot
+
+
+class TaskConfig(BaseModel):
+    """Base of every task's typed config: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+    episode_s: float = 5.0
+
+
+class VecEnv(ABC):
+    name: str = ""
+    config_class: type[TaskConfig] = TaskConfig
+
+    def __init__(self, robot: Robot, cfg: TaskConfig, num_envs: int, seed: int):
+        self.robot = robot
+        self.cfg = cfg
+        self.num_envs = num_envs
+        self.device = torch.device("cpu")
+        self.num_actions = len(robot.actuator_names)
+        self.dt = 1.0 / robot.spec.control.rate_hz
+        self.decimation = robot.spec.control.decimation
+        self.max_episode_length = round(cfg.episode_s / self.dt)
+        self.generator = torch.Generator().manual_seed(seed)
+        self.episode_length_buf = torch.zeros(num_envs, dtype=torch.long)
+        self.episode_return = torch.zeros(num_envs)
+        self.last_action = torch.zeros(num_envs, self.num_actions)
+        self.prev_action = torch.zeros(num_envs, self.num_actions)
+        self.obs_builder = ObservationBuilder(self.policy_terms(), self.num_actions)
+        self.critic_builder = ObservationBuilder(self.policy_terms(), self.num_actions)
+        self.action_clip = self.contract().action.clip
+        self._obs: TensorDict | None = None
+
+    # --- what a task provides -------------------------------------------------------------
+    @abstractmethod
+    def policy_terms(self) -> list[ObsTerm]: ...
+
+    @abstractmethod
+    def signals(self) -> dict[str, torch.Tensor]:
+        """True named signals (float32) the policy terms read, from the simulator's sensors."""
+
+    @abstractmethod
+    def noisy_signals(self) -> dict[str, torch.Tensor]:
+        """The signals as the robot's estimator gives them: what the actor and deploy see."""
+
+    @abstractmethod
+    def privileged(self) -> torch.Tensor:
+        """(num_envs, k) privileged state the critic alone sees."""
+
+    @abstractmethod
+    def apply_actions(self, actions: torch.Tensor) -> None:
+        """Run one control period of physics with the (clipped) actions."""
+
+    @abstractmethod
+    def rewards_and_terminations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        """(reward, terminated, per-step log) after a control period."""
+
+    @abstractmethod
+    def reset_envs(self, ids: torch.Tensor) -> dict[str, Any]:
+        """Randomize and re-initialize envs `ids`; return episode statistics to log."""
+
+    @abstractmethod
+    def contract(self) -> PolicyContract: ...
+
+    # --- the protocol -----------------------------------------------------------------------
+    def reset(self) -> TensorDict:
+        self._reset(torch.arange(self.num_envs))
+        self.obs_builder.reset()
+        self.critic_builder.reset()
+        self._obs = self._observe()
+        return self._obs
+
+    def get_observations(self) -> TensorDict:
+        if self._obs is None:
+            self.reset()
+        return self._obs
+
+    def step(self, actions: torch.Tensor) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
+        if self._obs is None:
+            self.reset()
+        clip = self.action_clip
+        actions = actions.to(torch.float32).clamp(-clip, clip)
+        self.apply_actions(actions)
+        self.prev_action, self.last_action = self.last_action, actions
+        self.episode_length_buf += 1
+        reward, terminated, log = self.rewards_and_terminations()
+        time_out = (self.episode_length_buf >= self.max_episode_length) & ~terminated
+        done = terminated | time_out
+        self.episode_return += reward
+        ids = done.nonzero(as_tuple=False).flatten()
+        if len(ids):
+            log.update(self._reset(ids))
+            self.obs_builder.reset(done)
+            self.critic_builder.reset(done)
+        self._obs = self._observe()
+        extras = {"time_outs": time_out, "log": log}
+        return self._obs, reward, done, extras
+
+    def _reset(self, ids: torch.Tensor) -> dict[str, Any]:
+        stats = self.reset_envs(ids)
+        self.episode_length_buf[ids] = 0
+        self.episode_return[ids] = 0.0
+        self.last_action[ids] = 0.0
+        self.prev_action[ids] = 0.0
+        return stats
+
+    def _observe(self) -> TensorDict:
+        policy = self.obs_builder.build(self.noisy_signals())
+        exact = self.critic_builder.build(self.signals())
+        critic = torch.cat([exact, self.privileged()], dim=-1)
+        return TensorDict({"policy": policy, "critic": critic}, batch_size=[self.num_envs])

@@ -1,0 +1,1 @@
+"""Training: algorithms (PPO), their storage and networks, the runner, checkpoints and export."""

@@ -1,0 +1,35 @@
+"""Export the deterministic actor to ONNX, normalizer in the graph, contract in the metadata."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import onnx
+import torch
+
+from deploy.contract import CONTRACT_KEY, PolicyContract
+from train.modules import ActorCritic, DeterministicActor
+
+
+def export_onnx(policy: ActorCritic, contract: PolicyContract, out: str | Path) -> Path:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    actor = DeterministicActor(policy).eval()
+    example = torch.zeros(1, contract.obs_dim)
+    tmp = out.with_name(f".{out.name}.tmp")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            actor, (example,), str(tmp), input_names=[contract.input_name],
+            output_names=[contract.output_name], dynamo=True, external_data=False,
+            dynamic_shapes={"obs": {0: torch.export.Dim("batch", min=1)}},
+        )
+    model = onnx.load(str(tmp))
+    entry = model.metadata_props.add()
+    entry.key, entry.value = CONTRACT_KEY, contract.to_json()
+    model.producer_name = "simreal"
+    onnx.checker.check_model(model)
+    onnx.save(model, str(tmp))
+    tmp.replace(out)
+    return out

@@ -49,6 +49,7 @@ class VecEnv(ABC):
         self.episode_return = torch.zeros(num_envs)
         self.last_action = torch.zeros(num_envs, self.num_actions)
         self.prev_action = torch.zeros(num_envs, self.num_actions)
+        self.success = torch.zeros(num_envs, dtype=torch.bool)  # of each env's last episode
         self.obs_builder = ObservationBuilder(self.policy_terms(), self.num_actions)
         self.critic_builder = ObservationBuilder(self.policy_terms(), self.num_actions)
         self.action_clip = self.contract().action.clip
@@ -84,6 +85,15 @@ class VecEnv(ABC):
 
     @abstractmethod
     def contract(self) -> PolicyContract: ...
+
+    def step_metrics(self) -> dict[str, torch.Tensor]:
+        """Per-env task metrics of the last control step, for evaluation."""
+        return {}
+
+    def summarize(self, history: dict[str, torch.Tensor], lengths: torch.Tensor
+                  ) -> dict[str, float]:
+        """Task metrics of finished evaluation episodes from (T, N) step-metric history."""
+        return {}
 
     # --- the protocol -----------------------------------------------------------------------
     def reset(self) -> TensorDict:

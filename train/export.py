@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import warnings
 from pathlib import Path
 
@@ -18,7 +21,10 @@ def export_onnx(policy: ActorCritic, contract: PolicyContract, out: str | Path) 
     actor = DeterministicActor(policy).eval()
     example = torch.zeros(1, contract.obs_dim)
     tmp = out.with_name(f".{out.name}.tmp")
-    with warnings.catch_warnings():
+    # the exporter narrates on stdout and warns about torchvision; `simreal` keeps stdout for
+    # its result, so both are silenced
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         torch.onnx.export(
             actor, (example,), str(tmp), input_names=[contract.input_name],

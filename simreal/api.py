@@ -1,0 +1,126 @@
+"""The Python API: make an environment, train, export, evaluate. The CLI calls only these."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from deploy.contract import ContractError
+from simreal.registry import get_robot, get_task
+from train.checkpoint import CheckpointError, latest_in, load, write_text_atomic
+
+ALGOS = ("ppo",)
+
+
+def make_env(task: str, num_envs: int = 1024, seed: int = 0,
+             config: dict[str, Any] | None = None, robot: str | None = None):
+    """A batched environment of a registered task (or `module:Class`)."""
+    cls = get_task(task)
+    robot_obj = get_robot(robot or cls.robot_name)
+    cfg = cls.config_class.model_validate(config or {})
+    return cls(robot_obj, cfg, num_envs, seed)
+
+
+def _default_run_dir(task: str, algo: str, seed: int) -> Path:
+    return Path("runs") / f"{task}_{algo}_s{seed}_{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def train(task: str, algo: str = "ppo", envs: int | None = None, steps: int | None = None,
+          seed: int = 0, out: str | Path | None = None, resume: str | Path | None = None,
+          eval_episodes: int = 1000, progress: bool = True, callback=None) -> dict[str, Any]:
+    """Train, export policy.onnx, evaluate it through the deploy runtime; returns summary.json."""
+    from train.ppo import PPOConfig
+    from train.runner import OnPolicyRunner
+
+    if algo not in ALGOS:
+        raise ValueError(f"unknown algo {algo!r}; known: {', '.join(ALGOS)}")
+    ckpt = None
+    if resume is not None:
+        ckpt = load(latest_in(resume))  # fails before anything is written
+        if ckpt["task"] != task:
+            raise CheckpointError(f"{resume}: checkpoint is for task {ckpt['task']!r}, "
+                                  f"not {task!r}")
+        run_dir = Path(resume)
+        config = ckpt["config"]
+        if steps is not None:
+            config["steps"] = steps
+    else:
+        cls = get_task(task)
+        defaults = getattr(cls, "train_defaults", {})
+        run_dir = Path(out) if out is not None else _default_run_dir(task, algo, seed)
+        if (run_dir / "checkpoints").exists():
+            raise FileExistsError(f"{run_dir}: already holds a run; resume it with --resume "
+                                  f"{run_dir} or choose another --out")
+        ppo = PPOConfig.model_validate(defaults.get("ppo", {}))
+        config = {
+            "task": task, "algo": algo, "seed": seed,
+            "envs": envs or defaults.get("envs", 1024),
+            "steps": steps or defaults.get("steps", 5_000_000),
+            "robot": cls.robot_name, "task_config": cls.config_class().model_dump(mode="json"),
+            "ppo": ppo.model_dump(mode="json"),
+        }
+    env = make_env(task, config["envs"], config["seed"] + (ckpt["iteration"] if ckpt else 0),
+                   config["task_config"], config["robot"])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(yaml.safe_dump(config, sort_keys=False), run_dir / "config.yaml")
+    runner = OnPolicyRunner(env, PPOConfig.model_validate(config["ppo"]), run_dir,
+                            config["seed"], config)
+    if ckpt is not None:
+        runner.load_state_dict(ckpt)
+    runner.learn(config["steps"], callback=callback, progress=progress)
+
+    policy_path = export(run_dir / "checkpoints" / "latest.pt", run_dir / "policy.onnx")
+    t0 = time.perf_counter()
+    result = evaluate(policy_path, task, episodes=eval_episodes, seed=config["seed"] + 10_000)
+    summary = {
+        "task": task, "algo": algo, "seed": config["seed"], "env_steps": runner.env_steps,
+        "wall_s": round(runner.wall_s, 2), "iterations": runner.iteration,
+        "success_rate": result["success_rate"], "mean_return": result["mean_return"],
+        "policy": str(policy_path), "eval_episodes": result["episodes"],
+        "eval_wall_s": round(time.perf_counter() - t0, 2),
+        "metrics": {k: v for k, v in result.items()
+                    if k not in ("success_rate", "mean_return", "episodes", "task", "policy")},
+    }
+    write_text_atomic(json.dumps(summary, indent=2) + "\n", run_dir / "summary.json")
+    return summary
+
+
+def export(checkpoint: str | Path, out: str | Path) -> Path:
+    """policy.onnx from a checkpoint: the deterministic actor with its normalizer and contract."""
+    from train.export import export_onnx
+    from train.modules import ActorCritic
+
+    ckpt = load(checkpoint)
+    cfg = ckpt["config"]
+    env = make_env(ckpt["task"], 1, 0, cfg.get("task_config"), cfg.get("robot"))
+    dims = ckpt["dims"]
+    ppo = cfg["ppo"]
+    policy = ActorCritic(dims["actor"], dims["critic"], dims["actions"], ppo["actor_hidden"],
+                         ppo["critic_hidden"], ppo["init_std"])
+    try:
+        policy.load_state_dict(ckpt["model"])
+    except RuntimeError as exc:
+        raise CheckpointError(f"{checkpoint}: weights do not fit task {ckpt['task']!r}: "
+                              f"{exc}") from None
+    return export_onnx(policy, env.contract(), out)
+
+
+def evaluate(policy: str | Path, task: str | None = None, episodes: int = 100,
+             seed: int = 0) -> dict[str, Any]:
+    """Run an ONNX policy through the deploy runtime against the simulator."""
+    from simreal.evaluate import run_episodes
+    from deploy.policy import OnnxPolicy
+
+    onnx_policy = OnnxPolicy(policy)
+    contract = onnx_policy.contract
+    if task is not None and task != contract.task:
+        raise ContractError(f"{policy}: policy was trained for task {contract.task!r}, "
+                            f"not {task!r}")
+    env = make_env(contract.task, min(episodes, 2048), seed)
+    contract.check(env.robot)
+    result = run_episodes(env, onnx_policy, episodes)
+    return {"task": contract.task, "policy": str(policy), **result}

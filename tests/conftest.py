@@ -1,0 +1,29 @@
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads; see simreal/__init__
+
+import shutil  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+ROBOTS = Path(__file__).resolve().parent.parent / "robots"
+
+
+@pytest.fixture
+def crazyflie_copy(tmp_path: Path) -> Path:
+    """A writable copy of the crazyflie description, to break on purpose."""
+    dst = tmp_path / "crazyflie"
+    shutil.copytree(ROBOTS / "crazyflie", dst)
+    return dst
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory) -> Path:
+    """A short PPO run of quadrotor-hover (not a good policy: a real one, for plumbing tests)."""
+    from simreal.api import train
+
+    out = tmp_path_factory.mktemp("run") / "hover"
+    train("quadrotor-hover", envs=64, steps=64 * 24 * 2, seed=3, out=out, eval_episodes=8,
+          progress=False)
+    return out

@@ -1,0 +1,79 @@
+"""The observation terms and builder: one definition, same numbers on numpy and torch."""
+
+import numpy as np
+import pytest
+import torch
+
+from deploy.contract import ObsTerm
+from deploy.observation import ObservationBuilder
+from deploy.terms import TERMS, quat_to_matrix
+from simreal.api import make_env
+
+
+def _random_quats(n, seed=0):
+    q = np.random.default_rng(seed).normal(size=(n, 4))
+    return q / np.linalg.norm(q, axis=1, keepdims=True)
+
+
+def test_quat_to_matrix_is_a_rotation_and_matches_mujoco():
+    import mujoco
+
+    q = _random_quats(16)
+    r = quat_to_matrix(q)
+    assert np.allclose(r @ np.swapaxes(r, -1, -2), np.eye(3), atol=1e-12)
+    for qi, ri in zip(q, r, strict=True):
+        ref = np.zeros(9)
+        mujoco.mju_quat2Mat(ref, qi)
+        assert np.allclose(ri.reshape(9), ref, atol=1e-12)
+
+
+def test_projected_gravity_of_level_and_upside_down():
+    level = np.array([1.0, 0, 0, 0])
+    flipped = np.array([0.0, 1, 0, 0])  # 180 deg about x
+    assert np.allclose(TERMS["projected_gravity"].fn({"orientation": level}), [0, 0, -1])
+    assert np.allclose(TERMS["projected_gravity"].fn({"orientation": flipped}), [0, 0, 1])
+
+
+@pytest.mark.parametrize("name", sorted(TERMS))
+def test_every_term_gives_the_same_numbers_on_numpy_and_torch(name):
+    rng = np.random.default_rng(1)
+    sig = {
+        "orientation": _random_quats(8), "position": rng.normal(size=(8, 3)),
+        "target_position": rng.normal(size=(8, 3)), "linear_velocity": rng.normal(size=(8, 3)),
+        "angular_velocity": rng.normal(size=(8, 3)), "last_action": rng.normal(size=(8, 4)),
+    }
+    a = TERMS[name].fn(sig)
+    b = TERMS[name].fn({k: torch.from_numpy(v) for k, v in sig.items()}).numpy()
+    assert a.shape[0] == 8 and np.array_equal(a, b)
+
+
+def test_builder_scales_clips_and_keeps_history():
+    terms = [ObsTerm(name="linear_velocity", dim=3, scale=2.0, clip=1.0, history=3)]
+    b = ObservationBuilder(terms, num_actions=4)
+    v = lambda x: {"linear_velocity": np.full((2, 3), x)}  # noqa: E731
+    assert np.allclose(b.build(v(0.1)), 0.2)  # the first value fills the history
+    out = b.build(v(0.3))
+    assert np.allclose(out[:, :6], 0.2) and np.allclose(out[:, 6:], 0.6)
+    out = b.build(v(5.0))
+    assert np.allclose(out[:, 6:], 1.0)  # clipped
+    b.reset(np.array([True, False]))
+    out = b.build(v(0.05))
+    assert np.allclose(out[0], 0.1)  # env 0 restarted its history
+    assert np.allclose(out[1], [0.6] * 3 + [1.0] * 3 + [0.1] * 3)
+
+
+def test_sim_observation_equals_deploy_observation_on_the_same_state():
+    """Parity: the simulator's actor observation vs deploy's numpy builder, same signals."""
+    env = make_env("quadrotor-hover", num_envs=32, seed=5)
+    env.reset()
+    for _ in range(7):
+        env.step(torch.rand(32, 4, generator=env.generator) * 2 - 1)
+    signals = env.signals()
+    sim_obs = ObservationBuilder(env.policy_terms(), 4).build(signals)
+    deploy_builder = ObservationBuilder(env.contract().observations, 4)
+    deploy_obs = deploy_builder.build({k: v.numpy() for k, v in signals.items()})
+    assert deploy_obs.dtype == np.float32
+    np.testing.assert_allclose(sim_obs.numpy(), deploy_obs, rtol=0, atol=1e-6)
+    # and the critic's noise-free copy of the actor terms is that same vector
+    critic = env.get_observations()["critic"][:, : env.contract().obs_dim]
+    np.testing.assert_allclose(critic.numpy(), deploy_obs, atol=1e-6)

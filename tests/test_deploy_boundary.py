@@ -1,0 +1,19 @@
+"""deploy/ must run on a robot computer: importing it pulls in neither torch nor mujoco."""
+
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import deploy
+
+
+def test_deploy_imports_neither_torch_nor_mujoco():
+    modules = [f"deploy.{m.name}" for m in pkgutil.iter_modules(deploy.__path__)]
+    assert "deploy.policy" in modules and "deploy.observation" in modules
+    code = (f"import sys; import {', '.join(modules)}; "
+            "bad = [m for m in ('torch', 'mujoco', 'warp') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(deploy.__file__).parent.parent, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -106,6 +106,7 @@ class QuadrotorHover(VecEnv):
         self.backend = MujocoBackend(robot.mjcf_path, num_envs, nthread)
         b = self.backend
         self.base = b.body_id(spec.base_body)
+        self._sensors: dict[str, torch.Tensor] | None = None
         self._sensor_slices = {role: b.sensor_slice(name) for role, name in spec.sensors.items()}
         self.body_mass = b.model_field("body_mass")
         self.body_inertia = b.model_field("body_inertia")
@@ -157,9 +158,11 @@ class QuadrotorHover(VecEnv):
 
     # --- signals ---------------------------------------------------------------------------
     def signals(self) -> dict[str, torch.Tensor]:
-        # the four sensors are adjacent in sensordata: one conversion, then views
-        data = self.backend.sensordata.to(torch.float32)
-        s = {role: data[:, sl] for role, sl in self._sensor_slices.items()}
+        # one float32 conversion of sensordata per physics update, then views into it
+        if self._sensors is None:
+            data = self.backend.sensordata.to(torch.float32)
+            self._sensors = {role: data[:, sl] for role, sl in self._sensor_slices.items()}
+        s = dict(self._sensors)
         s["target_position"] = self.target
         s["last_action"] = self.last_action
         return s
@@ -194,6 +197,7 @@ class QuadrotorHover(VecEnv):
         self.backend.ctrl[:] = thrust
         self.backend.xfrc_applied[:, self.base, :3] = self.disturbance
         self.backend.step(self.decimation)
+        self._sensors = None
 
     def rewards_and_terminations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         s = self.signals()
@@ -252,7 +256,9 @@ class QuadrotorHover(VecEnv):
                                              ).double()
 
         b = self.backend
-        b.reset(ids)
+        # No backend.reset(): this task writes all the state it depends on (qpos and qvel
+        # here, ctrl and xfrc_applied every step; no activations, no contacts), and a
+        # batch reset costs ~2 ms per call at 4096 envs (measured).
         pos = self.target[ids] + in_ball(n, c.init.position_radius, g)
         quat = tilted_quat(n, math.radians(c.init.tilt_deg), g)
         vel = in_ball(n, c.init.speed, g)
@@ -260,6 +266,7 @@ class QuadrotorHover(VecEnv):
         b.qpos[ids] = torch.cat([pos, quat], dim=-1).double()
         b.qvel[ids] = torch.cat([vel, ang], dim=-1).double()
         b.forward(ids)
+        self._sensors = None
 
         self.rotor_speed[ids] = self.hover_fraction
         self.hold_steps[ids] = 0

@@ -1,0 +1,79 @@
+"""Environment steps/s of a task beside the raw physics steps/s of its model, in one run.
+
+Raw physics: mujoco.rollout with a zero policy on the same MJCF, the same number of
+environments and threads, as many physics steps as the env run takes. The ratio says what the
+task's Python and torch work (observations, rewards, resets, randomization) costs.
+
+    python bench/sim_throughput.py [--task quadrotor-hover] [--envs 256 1024 4096] [--steps 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import _common
+import mujoco
+import numpy as np
+import torch
+from mujoco import rollout
+
+from simreal.api import make_env
+
+
+def env_rate(task: str, n: int, steps: int, threads: int) -> float:
+    env = make_env(task, num_envs=n, seed=0)
+    env.reset()
+    actions = torch.zeros(n, env.num_actions)
+    for _ in range(5):
+        env.step(actions)
+    start = time.perf_counter()
+    for _ in range(steps):
+        env.step(actions)
+    return n * steps / (time.perf_counter() - start)
+
+
+def raw_rate(model: mujoco.MjModel, n: int, physics_steps: int, threads: int) -> float:
+    data = [mujoco.MjData(model) for _ in range(threads)]
+    mujoco.mj_forward(model, data[0])
+    state = np.zeros(mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_FULLPHYSICS))
+    mujoco.mj_getState(model, data[0], state, mujoco.mjtState.mjSTATE_FULLPHYSICS)
+    initial = np.tile(state, (n, 1))
+    control = np.zeros((n, physics_steps, model.nu))
+    with rollout.Rollout(nthread=threads) as r:
+        r.rollout(model, data, initial, control[:, :2])  # warm-up
+        start = time.perf_counter()
+        r.rollout(model, data, initial, control)
+        return n * physics_steps / (time.perf_counter() - start)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--task", default="quadrotor-hover")
+    p.add_argument("--envs", type=int, nargs="+", default=[256, 1024, 4096])
+    p.add_argument("--steps", type=int, default=200, help="control steps per measurement")
+    args = p.parse_args()
+    threads = min(__import__("os").cpu_count() or 1, 8)
+    probe = make_env(args.task, num_envs=1, seed=0)
+    model, decimation = probe.backend.model, probe.decimation
+    rows = []
+    print(f"{args.task}: {decimation} physics steps per control step, {threads} threads")
+    print(f"{'envs':>6} {'env steps/s':>12} {'raw physics/s':>14} {'raw as env/s':>13} "
+          f"{'ratio':>6}")
+    for n in args.envs:
+        env_sps = env_rate(args.task, n, args.steps, threads)
+        raw_pps = raw_rate(model, n, args.steps * decimation, threads)
+        ratio = env_sps / (raw_pps / decimation)
+        rows.append({"envs": n, "env_steps_per_s": round(env_sps),
+                     "raw_physics_steps_per_s": round(raw_pps), "ratio": round(ratio, 3)})
+        print(f"{n:>6} {env_sps:>12.0f} {raw_pps:>14.0f} {raw_pps / decimation:>13.0f} "
+              f"{ratio:>6.2f}")
+    result = {"task": args.task, "threads": threads, "decimation": decimation, "rows": rows}
+    path = _common.write_result(f"sim_throughput_{args.task}", result)
+    print(f"wrote {path}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

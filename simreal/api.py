@@ -112,8 +112,8 @@ def export(checkpoint: str | Path, out: str | Path) -> Path:
 def evaluate(policy: str | Path, task: str | None = None, episodes: int = 100,
              seed: int = 0) -> dict[str, Any]:
     """Run an ONNX policy through the deploy runtime against the simulator."""
-    from simreal.evaluate import run_episodes
     from deploy.policy import OnnxPolicy
+    from simreal.evaluate import run_episodes
 
     onnx_policy = OnnxPolicy(policy)
     contract = onnx_policy.contract

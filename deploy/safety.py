@@ -1,0 +1,137 @@
+"""The safety layer every command passes through on the robot side.
+
+Generic over what a command is (rotor-speed fractions, joint position targets): it sees a
+vector per control period and the facts about the robot's state that decide the mode.
+
+Modes: SOFT_START (ramp from the measured command-space pose to the policy over soft_start_s)
+-> RUN; DAMP (stale input for watchdog_periods periods, or a tilt beyond max_tilt_rad) sends
+the robot's damping command; ESTOP latches until `reset_estop()`. A watchdog DAMP clears by
+itself when fresh input returns (through a new soft start); a tilt DAMP and an ESTOP do not.
+Every mode change is recorded with its reason; NaN/Inf commands are replaced by the last safe
+command and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+log = logging.getLogger("simreal.safety")
+
+
+class Mode(str, Enum):
+    SOFT_START = "soft_start"
+    RUN = "run"
+    DAMP = "damp"
+    ESTOP = "estop"
+
+
+class SafetyConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    watchdog_periods: int = Field(default=5, ge=1)
+    soft_start_s: float = Field(default=1.0, ge=0)
+    max_rate: float | None = Field(default=None, gt=0, description="command units per second")
+    max_tilt_rad: float = Field(default=1.0, gt=0)
+
+
+@dataclass
+class ModeChange:
+    cycle: int
+    old: Mode
+    new: Mode
+    reason: str
+
+
+@dataclass
+class SafetyLayer:
+    low: np.ndarray  # per-command bounds
+    high: np.ndarray
+    damping: np.ndarray  # the command the robot gets in DAMP and ESTOP
+    rate_hz: float
+    cfg: SafetyConfig = field(default_factory=SafetyConfig)
+
+    def __post_init__(self) -> None:
+        self.mode = Mode.SOFT_START
+        self.cycle = 0
+        self.nonfinite_events = 0
+        self.changes: list[ModeChange] = []
+        self._stale = 0
+        self._ramp_from: np.ndarray | None = None
+        self._ramp_cycles = 0
+        self._last = np.array(self.damping, dtype=np.float64)
+        self._tilt_latched = False
+
+    # --- inputs ---------------------------------------------------------------------------
+    def estop(self, reason: str = "e-stop input") -> None:
+        self._set(Mode.ESTOP, reason)
+
+    def reset_estop(self) -> None:
+        if self.mode is Mode.ESTOP:
+            self._tilt_latched = False
+            self._begin_soft_start("e-stop reset")
+
+    # --- one control period ---------------------------------------------------------------
+    def step(self, command: np.ndarray, fresh: bool, tilt_rad: float,
+             measured: np.ndarray | None = None) -> np.ndarray:
+        """The command to send this period, given the policy's command and the state facts.
+
+        `measured` is the robot's current pose in command space (e.g. joint positions), the
+        start of a soft-start ramp; None ramps from the damping command.
+        """
+        self.cycle += 1
+        self._stale = 0 if fresh else self._stale + 1
+        if self.mode is not Mode.ESTOP:
+            if tilt_rad > self.cfg.max_tilt_rad and not self._tilt_latched:
+                self._tilt_latched = True
+                self._set(Mode.DAMP, f"tilt {tilt_rad:.2f} rad > {self.cfg.max_tilt_rad} rad")
+            elif self._stale >= self.cfg.watchdog_periods and self.mode is not Mode.DAMP:
+                self._set(Mode.DAMP, f"no fresh state for {self._stale} control periods")
+            elif (self.mode is Mode.DAMP and not self._tilt_latched and fresh):
+                self._begin_soft_start("fresh state again", measured)
+        if self.mode in (Mode.DAMP, Mode.ESTOP):
+            out = np.array(self.damping, dtype=np.float64)
+            self._last = out
+            return out
+
+        command = np.asarray(command, dtype=np.float64)
+        if not np.all(np.isfinite(command)):
+            self.nonfinite_events += 1
+            log.warning("non-finite command at cycle %d; holding the last safe one", self.cycle)
+            return self._last.copy()
+        out = np.clip(command, self.low, self.high)
+        if self.mode is Mode.SOFT_START:
+            out = self._ramp(out, measured)
+        if self.cfg.max_rate is not None:
+            step = self.cfg.max_rate / self.rate_hz
+            out = np.clip(out, self._last - step, self._last + step)
+        self._last = out
+        return out.copy()
+
+    # --- internals ------------------------------------------------------------------------
+    def _begin_soft_start(self, reason: str, measured: np.ndarray | None = None) -> None:
+        self._ramp_from = None if measured is None else np.asarray(measured, dtype=np.float64)
+        self._ramp_cycles = 0
+        self._set(Mode.SOFT_START, reason)
+
+    def _ramp(self, target: np.ndarray, measured: np.ndarray | None) -> np.ndarray:
+        if self._ramp_from is None:
+            self._ramp_from = np.asarray(measured if measured is not None else self.damping,
+                                         dtype=np.float64)
+        total = max(1, round(self.cfg.soft_start_s * self.rate_hz))
+        self._ramp_cycles += 1
+        w = min(1.0, self._ramp_cycles / total)
+        if w >= 1.0:
+            self._set(Mode.RUN, "soft start complete")
+        return np.clip((1 - w) * self._ramp_from + w * target, self.low, self.high)
+
+    def _set(self, mode: Mode, reason: str) -> None:
+        if mode is self.mode:
+            return
+        self.changes.append(ModeChange(self.cycle, self.mode, mode, reason))
+        log.info("mode %s -> %s at cycle %d: %s", self.mode.value, mode.value, self.cycle,
+                 reason)
+        self.mode = mode

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 log = logging.getLogger("simreal.safety")
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     SOFT_START = "soft_start"
     RUN = "run"
     DAMP = "damp"

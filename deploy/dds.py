@@ -1,0 +1,80 @@
+"""Cyclone DDS transport on the ROS 2 wire, confined to loopback unless told otherwise.
+
+Topics are ROS 2 names (`/joint_states`), mangled to DDS (`rt/joint_states`); types are those
+of deploy/messages.py. QoS follows ROS 2's profiles: sensor data is best effort, keep last 5;
+commands and the e-stop are reliable, keep last 10; both volatile.
+
+Network safety: Cyclone's default is multicast discovery on the first external interface.
+`Transport` refuses to start unless CYCLONEDDS_URI is set, or `network=True` is passed
+explicitly; `use_loopback()` sets the loopback-only configuration (interface `lo`, multicast
+off, unicast peer 127.0.0.1) that tests, benches and `simreal hil` use.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from cyclonedds.core import Policy, Qos
+from cyclonedds.domain import DomainParticipant
+from cyclonedds.pub import DataWriter
+from cyclonedds.sub import DataReader
+from cyclonedds.topic import Topic
+from cyclonedds.util import duration
+
+from deploy.messages import ros_topic
+
+LOOPBACK_CONFIG = (
+    "<CycloneDDS><Domain id=\"any\"><General><Interfaces>"
+    "<NetworkInterface name=\"lo\"/></Interfaces><AllowMulticast>false</AllowMulticast>"
+    "</General><Discovery><ParticipantIndex>auto</ParticipantIndex>"
+    "<MaxAutoParticipantIndex>40</MaxAutoParticipantIndex>"
+    "<Peers><Peer Address=\"127.0.0.1\"/></Peers></Discovery></Domain></CycloneDDS>"
+)
+
+SENSOR_QOS = Qos(Policy.Reliability.BestEffort, Policy.History.KeepLast(5),
+                 Policy.Durability.Volatile)
+COMMAND_QOS = Qos(Policy.Reliability.Reliable(duration(milliseconds=100)),
+                  Policy.History.KeepLast(10), Policy.Durability.Volatile)
+
+
+class TransportError(RuntimeError):
+    pass
+
+
+def use_loopback(env: dict[str, str] | None = None) -> dict[str, str]:
+    """Put the loopback-only configuration into `env` (os.environ by default)."""
+    env = os.environ if env is None else env
+    env["CYCLONEDDS_URI"] = LOOPBACK_CONFIG
+    return env
+
+
+class Transport:
+    """One DDS participant; writers and readers by ROS 2 topic name."""
+
+    def __init__(self, domain_id: int = 0, network: bool = False):
+        if not network and not os.environ.get("CYCLONEDDS_URI"):
+            raise TransportError(
+                "CYCLONEDDS_URI is not set: refusing Cyclone's default multicast discovery on "
+                "the external interface; call deploy.dds.use_loopback() or pass network=True "
+                "(--network) to reach a real robot")
+        self.participant = DomainParticipant(domain_id)
+        self._topics: dict[str, Topic] = {}
+
+    def _topic(self, name: str, msg_type: type) -> Topic:
+        dds_name = ros_topic(name)
+        if dds_name not in self._topics:
+            self._topics[dds_name] = Topic(self.participant, dds_name, msg_type)
+        return self._topics[dds_name]
+
+    def writer(self, name: str, msg_type: type, qos: Qos = COMMAND_QOS) -> DataWriter:
+        return DataWriter(self.participant, self._topic(name, msg_type), qos=qos)
+
+    def reader(self, name: str, msg_type: type, qos: Qos = SENSOR_QOS) -> DataReader:
+        return DataReader(self.participant, self._topic(name, msg_type), qos=qos)
+
+    @staticmethod
+    def latest(reader: DataReader, n: int = 16) -> Any | None:
+        """The newest sample waiting on a reader, or None; older ones are discarded."""
+        samples = reader.take(N=n)
+        return samples[-1] if samples else None

@@ -1,5 +1,5 @@
 """Evaluation through the deploy runtime: the simulator supplies sensor signals, and deploy's
-numpy observation builder, onnxruntime policy and action mapper do the rest, as on a robot."""
+policy runner (observation builder, onnxruntime, action mapper) does the rest, as on a robot."""
 
 from __future__ import annotations
 
@@ -8,32 +8,29 @@ from typing import Any
 import numpy as np
 import torch
 
-from deploy.actions import ActionMapper
-from deploy.observation import ObservationBuilder
 from deploy.policy import OnnxPolicy
+from deploy.runner import PolicyRunner
 
 
 def run_episodes(env: Any, policy: OnnxPolicy, episodes: int) -> dict[str, Any]:
     """Each env of a wave runs one episode from a fresh reset; waves until `episodes` are done."""
-    contract = policy.contract
-    builder = ObservationBuilder(contract.observations, contract.action_dim)
-    mapper = ActionMapper(contract.action)
-    n, horizon = env.num_envs, env.max_episode_length
+    n = env.num_envs
+    runner = PolicyRunner(policy, env.robot, batch=n)
+    horizon = env.max_episode_length
     successes, returns, summaries, weights = [], [], [], []
     remaining = episodes
     while remaining > 0:
         env.reset()
-        builder.reset()
-        last = np.zeros((n, contract.action_dim), dtype=np.float32)
+        runner.reset()
         active = torch.ones(n, dtype=torch.bool)
         ret = torch.zeros(n)
         length = torch.zeros(n, dtype=torch.long)
         success = torch.zeros(n, dtype=torch.bool)
         history: dict[str, list[torch.Tensor]] = {}
         for _ in range(horizon):
-            signals = {k: v.numpy() for k, v in env.noisy_signals().items()}
-            signals["last_action"] = last
-            action = mapper.clip(policy(builder.build(signals)))
+            signals = {k: v.numpy() for k, v in env.noisy_signals().items()
+                       if k != "last_action"}
+            action, _ = runner.act(signals)
             _, reward, done, _ = env.step(torch.from_numpy(action))
             for key, value in env.step_metrics().items():
                 history.setdefault(key, []).append(value.clone())
@@ -42,9 +39,7 @@ def run_episodes(env: Any, policy: OnnxPolicy, episodes: int) -> dict[str, Any]:
             finished = done & active
             success[finished] = env.success[finished]
             active &= ~done
-            last = action.copy()
-            last[done.numpy()] = 0.0
-            builder.reset(done.numpy())
+            runner.reset(done.numpy())
             if not active.any():
                 break
         take = min(remaining, n)

@@ -1,0 +1,41 @@
+"""The policy runner: contract-checked policy, observation builder and action mapper in one.
+
+`act(signals)` is what one control period does on a robot and in `simreal eval`: build the
+observation from named signals, infer, clip, map to actuator commands. It keeps the last
+action itself (the `last_action` term), per row of a batch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from deploy.actions import ActionMapper
+from deploy.observation import ObservationBuilder
+from deploy.policy import OnnxPolicy
+from deploy.terms import Signals
+from robots import Robot
+
+
+class PolicyRunner:
+    def __init__(self, policy: OnnxPolicy, robot: Robot, batch: int = 1):
+        policy.contract.check(robot)  # refuses with every mismatch named
+        self.policy, self.robot = policy, robot
+        self.contract = policy.contract
+        self.builder = ObservationBuilder(self.contract.observations, self.contract.action_dim)
+        self.mapper = ActionMapper(self.contract.action)
+        self.last_action = np.zeros((batch, self.contract.action_dim), dtype=np.float32)
+
+    def act(self, signals: Signals) -> tuple[np.ndarray, np.ndarray]:
+        """(clipped policy action, actuator command) for this period's signals."""
+        obs = self.builder.build({**signals, "last_action": self.last_action})
+        action = self.mapper.clip(self.policy(obs))
+        self.last_action = action
+        return action, self.mapper(action)
+
+    def reset(self, mask: np.ndarray | None = None) -> None:
+        """Start over (rows in `mask`, or all): no history, no last action."""
+        self.builder.reset(mask)
+        if mask is None:
+            self.last_action[:] = 0.0
+        else:
+            self.last_action[mask] = 0.0

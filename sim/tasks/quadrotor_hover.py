@@ -7,8 +7,8 @@ velocity, last action), with noise; the critic sees the same without noise plus 
 speeds, mass, inertia, thrust and motor-lag scales and the disturbance force.
 
 An episode succeeds when, over its last second, the position error stays below 0.1 m and the
-speed below 0.2 m/s, with no crash (leaving a 2 m sphere around the target, or an upside-down
-attitude, ends the episode as a failure).
+speed below 0.2 m/s, with no crash (leaving a 2 m sphere around the target, an upside-down
+attitude, or spinning faster than the gyro's range ends the episode as a failure).
 """
 
 from __future__ import annotations
@@ -79,6 +79,9 @@ class HoverConfig(TaskConfig):
     episode_s: float = 5.0
     target: tuple[float, float, float] = (0.0, 0.0, 1.0)
     crash_distance: float = 2.0  # m from the target
+    # rad/s; the Crazyflie's gyro saturates at 2000 deg/s, and spinning faster makes the
+    # explicit integrator unstable at this time step
+    crash_angular_rate: float = 34.9
     success_position: float = 0.1  # m
     success_speed: float = 0.2  # m/s
     success_window_s: float = 1.0
@@ -208,7 +211,8 @@ class QuadrotorHover(VecEnv):
         q = s["orientation"]
         cos_tilt = 1 - 2 * (q[:, 1] ** 2 + q[:, 2] ** 2)  # body z . world z
         action_rate = (self.last_action - self.prev_action).square().sum(-1)
-        crashed = (err > self.cfg.crash_distance) | (cos_tilt < 0) | ~torch.isfinite(err)
+        crashed = ((err > self.cfg.crash_distance) | (cos_tilt < 0) | ~torch.isfinite(err)
+                   | (rate > self.cfg.crash_angular_rate))
         penalty = (w.velocity * speed + w.angular_velocity * rate + w.tilt * (1 - cos_tilt)
                    + w.action_rate * action_rate)
         reward = (w.alive + w.position * torch.exp(-err / w.position_scale) - penalty).clamp(min=0)

@@ -28,7 +28,12 @@ from sim.vec_env import TaskConfig, VecEnv
 GRAVITY = 9.81
 
 # what `simreal train quadrotor-hover` uses unless told otherwise (measured on 2 cores)
-TRAIN_DEFAULTS = {"envs": 1024, "steps": 6_000_000, "ppo": {}}
+TRAIN_DEFAULTS = {
+    "envs": 256,
+    "steps": 4_000_000,
+    "ppo": {"steps_per_env": 16, "epochs": 4, "minibatches": 1, "value_clip": 20.0,
+            "critic_hidden": [64, 64], "init_std": 0.15},
+}
 
 
 class _Cfg(BaseModel):
@@ -49,7 +54,7 @@ class RandomizationConfig(_Cfg):
     inertia: tuple[float, float] = (0.9, 1.1)
     thrust_coefficient: tuple[float, float] = (0.9, 1.1)
     motor_time_constant: tuple[float, float] = (0.5, 1.5)
-    disturbance_force: float = 0.1  # N-per-N of weight, uniform in a ball
+    disturbance_force: float = 0.03  # N-per-N of weight, uniform in a ball
 
 
 class NoiseConfig(_Cfg):
@@ -66,8 +71,8 @@ class RewardConfig(_Cfg):
     before a crash, so that ending an episode early never pays."""
 
     alive: float = 0.5
-    position: float = 1.0
-    position_scale: float = 0.3  # m
+    position: float = 8.0
+    position_scale: float = 0.25  # m
     velocity: float = 0.1  # per m/s
     angular_velocity: float = 0.02  # per rad/s
     tilt: float = 0.2  # times (1 - cos tilt)

@@ -7,6 +7,10 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
+from sim.tasks.quadrotor_hover import TRAIN_DEFAULTS  # noqa: E402
+
+# environment steps per PPO iteration of the 64-env runs below
+STEPS_PER_ITERATION = 64 * TRAIN_DEFAULTS["ppo"].get("steps_per_env", 24)
 ROBOTS = Path(__file__).resolve().parent.parent / "robots"
 
 
@@ -24,6 +28,6 @@ def trained_run(tmp_path_factory) -> Path:
     from simreal.api import train
 
     out = tmp_path_factory.mktemp("run") / "hover"
-    train("quadrotor-hover", envs=64, steps=64 * 24 * 2, seed=3, out=out, eval_episodes=8,
-          progress=False)
+    train("quadrotor-hover", envs=64, steps=2 * STEPS_PER_ITERATION, seed=3, out=out,
+          eval_episodes=8, progress=False)
     return out

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from simreal.cli import main
+from tests.conftest import STEPS_PER_ITERATION
 
 
 def test_tasks_and_robots_list(capsys):
@@ -31,7 +32,7 @@ def test_run_dir_holds_everything_the_issue_names(trained_run):
                 "policy"):
         assert key in summary
     assert summary["task"] == "quadrotor-hover" and summary["seed"] == 3
-    assert summary["env_steps"] == 64 * 24 * 2
+    assert summary["env_steps"] == 2 * STEPS_PER_ITERATION
     assert list((trained_run).glob("events.out.tfevents.*"))  # TensorBoard
 
 
@@ -106,9 +107,9 @@ def test_resume_continues_from_the_checkpoint(trained_run, tmp_path):
     shutil.copytree(trained_run, run)
     from simreal.api import train
 
-    summary = train("quadrotor-hover", steps=64 * 24 * 3, resume=run, eval_episodes=4,
-                    progress=False)
-    assert summary["env_steps"] == 64 * 24 * 3  # one more iteration, not three
+    summary = train("quadrotor-hover", steps=3 * STEPS_PER_ITERATION, resume=run,
+                    eval_episodes=4, progress=False)
+    assert summary["env_steps"] == 3 * STEPS_PER_ITERATION  # one more iteration, not three
     assert summary["iterations"] == 3
 
 

@@ -43,7 +43,7 @@ def main() -> None:
         if stats.get("episode/success_rate", 0.0) < args.gate or runner.iteration % args.every:
             return False
         start = time.perf_counter()
-        path = export_onnx(runner.policy, runner.env.contract(), tmp / "policy.onnx")
+        path = export_onnx(runner.exportable_actor(), runner.env.contract(), tmp / "policy.onnx")
         result = evaluate(path, episodes=args.episodes, seed=10_000 + runner.iteration)
         eval_s += time.perf_counter() - start
         row = {"iteration": runner.iteration, "env_steps": runner.env_steps,

@@ -13,8 +13,6 @@ from deploy.contract import ContractError
 from simreal.registry import get_robot, get_task
 from train.checkpoint import CheckpointError, latest_in, load, write_text_atomic
 
-ALGOS = ("ppo",)
-
 
 def make_env(task: str, num_envs: int = 1024, seed: int = 0,
              config: dict[str, Any] | None = None, robot: str | None = None):
@@ -29,21 +27,27 @@ def _default_run_dir(task: str, algo: str, seed: int) -> Path:
     return Path("runs") / f"{task}_{algo}_s{seed}_{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def train(task: str, algo: str = "ppo", envs: int | None = None, steps: int | None = None,
-          seed: int = 0, out: str | Path | None = None, resume: str | Path | None = None,
-          eval_episodes: int = 1000, progress: bool = True, callback=None) -> dict[str, Any]:
-    """Train, export policy.onnx, evaluate it through the deploy runtime; returns summary.json."""
-    from train.ppo import PPOConfig
-    from train.runner import OnPolicyRunner
+def train(task: str, algo: str | None = None, envs: int | None = None,
+          steps: int | None = None, seed: int = 0, out: str | Path | None = None,
+          resume: str | Path | None = None, eval_episodes: int = 1000, progress: bool = True,
+          callback=None) -> dict[str, Any]:
+    """Train, export policy.onnx, evaluate it through the deploy runtime; returns summary.json.
 
-    if algo not in ALGOS:
-        raise ValueError(f"unknown algo {algo!r}; known: {', '.join(ALGOS)}")
+    With no `algo`, the task's default algorithm (`train_defaults["algo"]`); envs, steps and the
+    algorithm's config default to the task's measured settings for that algorithm
+    (`train_defaults[algo]`: {"envs", "steps", "config"}).
+    """
+    from train.algos import get_algo
+
     ckpt = None
     if resume is not None:
         ckpt = load(latest_in(resume))  # fails before anything is written
         if ckpt["task"] != task:
             raise CheckpointError(f"{resume}: checkpoint is for task {ckpt['task']!r}, "
                                   f"not {task!r}")
+        if algo is not None and algo != ckpt["algo"]:
+            raise CheckpointError(f"{resume}: checkpoint was trained with {ckpt['algo']!r}, "
+                                  f"not {algo!r}")
         run_dir = Path(resume)
         config = ckpt["config"]
         if steps is not None:
@@ -51,24 +55,26 @@ def train(task: str, algo: str = "ppo", envs: int | None = None, steps: int | No
     else:
         cls = get_task(task)
         defaults = getattr(cls, "train_defaults", {})
+        algo = algo or defaults.get("algo", "ppo")
+        spec = get_algo(algo)
         run_dir = Path(out) if out is not None else _default_run_dir(task, algo, seed)
         if (run_dir / "checkpoints").exists():
             raise FileExistsError(f"{run_dir}: already holds a run; resume it with --resume "
                                   f"{run_dir} or choose another --out")
-        ppo = PPOConfig.model_validate(defaults.get("ppo", {}))
+        algo_defaults = defaults.get(algo, {})
+        algo_cfg = spec.config().model_validate(algo_defaults.get("config", {}))
         config = {
             "task": task, "algo": algo, "seed": seed,
-            "envs": envs or defaults.get("envs", 1024),
-            "steps": steps or defaults.get("steps", 5_000_000),
+            "envs": envs or algo_defaults.get("envs", 1024),
+            "steps": steps or algo_defaults.get("steps", 5_000_000),
             "robot": cls.robot_name, "task_config": cls.config_class().model_dump(mode="json"),
-            "ppo": ppo.model_dump(mode="json"),
+            "algo_config": algo_cfg.model_dump(mode="json"),
         }
     env = make_env(task, config["envs"], config["seed"] + (ckpt["iteration"] if ckpt else 0),
                    config["task_config"], config["robot"])
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(yaml.safe_dump(config, sort_keys=False), run_dir / "config.yaml")
-    runner = OnPolicyRunner(env, PPOConfig.model_validate(config["ppo"]), run_dir,
-                            config["seed"], config)
+    runner = _runner(config, env, run_dir)
     if ckpt is not None:
         runner.load_state_dict(ckpt)
     runner.learn(config["steps"], callback=callback, progress=progress)
@@ -77,8 +83,9 @@ def train(task: str, algo: str = "ppo", envs: int | None = None, steps: int | No
     t0 = time.perf_counter()
     result = evaluate(policy_path, task, episodes=eval_episodes, seed=config["seed"] + 10_000)
     summary = {
-        "task": task, "algo": algo, "seed": config["seed"], "env_steps": runner.env_steps,
-        "wall_s": round(runner.wall_s, 2), "iterations": runner.iteration,
+        "task": task, "algo": config["algo"], "seed": config["seed"],
+        "env_steps": runner.env_steps, "wall_s": round(runner.wall_s, 2),
+        "iterations": runner.iteration,
         "success_rate": result["success_rate"], "mean_return": result["mean_return"],
         "policy": str(policy_path), "eval_episodes": result["episodes"],
         "eval_wall_s": round(time.perf_counter() - t0, 2),
@@ -89,24 +96,29 @@ def train(task: str, algo: str = "ppo", envs: int | None = None, steps: int | No
     return summary
 
 
+def _runner(config: dict[str, Any], env, run_dir: Path | None):
+    """The algorithm's runner for a resolved run config."""
+    from train.algos import get_algo
+
+    spec = get_algo(config["algo"])
+    algo_cfg = spec.config().model_validate(config["algo_config"])
+    return spec.runner()(env, algo_cfg, run_dir, config["seed"], config)
+
+
 def export(checkpoint: str | Path, out: str | Path) -> Path:
     """policy.onnx from a checkpoint: the deterministic actor with its normalizer and contract."""
     from train.export import export_onnx
-    from train.modules import ActorCritic
 
     ckpt = load(checkpoint)
     cfg = ckpt["config"]
     env = make_env(ckpt["task"], 1, 0, cfg.get("task_config"), cfg.get("robot"))
-    dims = ckpt["dims"]
-    ppo = cfg["ppo"]
-    policy = ActorCritic(dims["actor"], dims["critic"], dims["actions"], ppo["actor_hidden"],
-                         ppo["critic_hidden"], ppo["init_std"])
+    runner = _runner(cfg, env, None)
     try:
-        policy.load_state_dict(ckpt["model"])
-    except RuntimeError as exc:
+        runner.load_state_dict(ckpt)
+    except (RuntimeError, KeyError, ValueError) as exc:
         raise CheckpointError(f"{checkpoint}: weights do not fit task {ckpt['task']!r}: "
                               f"{exc}") from None
-    return export_onnx(policy, env.contract(), out)
+    return export_onnx(runner.exportable_actor(), env.contract(), out)
 
 
 def evaluate(policy: str | Path, task: str | None = None, episodes: int = 100,

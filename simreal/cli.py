@@ -8,6 +8,7 @@ import sys
 
 import simreal  # noqa: F401  (sets the threading environment before torch loads)
 from simreal.registry import UnknownNameError, get_robot, get_task, robot_dirs, task_names
+from train.algos import ALGOS
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train a policy, export it and evaluate it")
     t.add_argument("task")
-    t.add_argument("--algo", default="ppo", choices=["ppo"])
+    t.add_argument("--algo", choices=list(ALGOS), help="algorithm (task default)")
     t.add_argument("--envs", type=_positive, help="parallel environments (task default)")
     t.add_argument("--steps", type=_positive, help="total environment steps (task default)")
     t.add_argument("--seed", type=int, default=0)

@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 from sim.tasks.quadrotor_hover import TRAIN_DEFAULTS  # noqa: E402
 
 # environment steps per PPO iteration of the 64-env runs below
-STEPS_PER_ITERATION = 64 * TRAIN_DEFAULTS["ppo"].get("steps_per_env", 24)
+STEPS_PER_ITERATION = 64 * TRAIN_DEFAULTS["ppo"]["config"].get("steps_per_env", 24)
 ROBOTS = Path(__file__).resolve().parent.parent / "robots"
 
 

@@ -24,7 +24,8 @@ def exported(tmp_path_factory):
     for p in policy.parameters():  # non-trivial weights and statistics
         p.data.normal_(0, 0.3)
     policy.actor_norm.update(torch.randn(500, obs["policy"].shape[-1]) * 3 + 1)
-    path = export_onnx(policy, env.contract(), tmp_path_factory.mktemp("x") / "p.onnx")
+    path = export_onnx(DeterministicActor(policy), env.contract(),
+                       tmp_path_factory.mktemp("x") / "p.onnx")
     return policy, env, path
 
 

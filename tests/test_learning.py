@@ -1,6 +1,6 @@
 """Learning test: PPO solves quadrotor-hover within a fixed step budget and seed.
 
-The budget is the task's default (`TRAIN_DEFAULTS["steps"]`); success is judged on the
+The budget is the task's default (`TRAIN_DEFAULTS["ppo"]["steps"]`); success is judged on the
 exported ONNX policy through the deploy runtime, as `simreal eval` does.
 """
 
@@ -14,6 +14,6 @@ from simreal.api import train
 def test_ppo_hover_reaches_90_percent_success(tmp_path):
     summary = train("quadrotor-hover", seed=0, out=tmp_path / "run", eval_episodes=300,
                     progress=False)
-    assert summary["env_steps"] <= TRAIN_DEFAULTS["steps"] + 100_000
+    assert summary["env_steps"] <= TRAIN_DEFAULTS["ppo"]["steps"] + 100_000
     assert summary["success_rate"] >= 0.90, summary
     assert summary["metrics"]["position_error_mean"] < 0.1

@@ -11,7 +11,7 @@ from deploy.runner import PolicyRunner
 from robots import load_robot_dir
 from simreal.api import make_env
 from train.export import export_onnx
-from train.modules import ActorCritic
+from train.modules import ActorCritic, DeterministicActor
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,8 @@ def policy_and_env(tmp_path_factory):
     obs = env.get_observations()
     net = ActorCritic(obs["policy"].shape[-1], obs["critic"].shape[-1], 4, [16], [16], 0.5)
     torch.nn.init.normal_(net.actor[-1].weight, 0, 2.0)  # large outputs, to exercise the clip
-    path = export_onnx(net, env.contract(), tmp_path_factory.mktemp("r") / "p.onnx")
+    path = export_onnx(DeterministicActor(net), env.contract(),
+                       tmp_path_factory.mktemp("r") / "p.onnx")
     return OnnxPolicy(path), env
 
 

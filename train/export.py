@@ -10,15 +10,16 @@ from pathlib import Path
 
 import onnx
 import torch
+from torch import nn
 
 from deploy.contract import CONTRACT_KEY, PolicyContract
-from train.modules import ActorCritic, DeterministicActor
 
 
-def export_onnx(policy: ActorCritic, contract: PolicyContract, out: str | Path) -> Path:
+def export_onnx(actor: nn.Module, contract: PolicyContract, out: str | Path) -> Path:
+    """`actor` maps the raw "policy" observation to the action (normalizer inside)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    actor = DeterministicActor(policy).eval()
+    actor = actor.eval()
     example = torch.zeros(1, contract.obs_dim)
     tmp = out.with_name(f".{out.name}.tmp")
     # the exporter narrates on stdout and warns about torchvision; `simreal` keeps stdout for

@@ -11,7 +11,7 @@ import torch
 from tqdm import tqdm
 
 from train.checkpoint import save_atomic
-from train.modules import ActorCritic
+from train.modules import ActorCritic, DeterministicActor
 from train.ppo import PPO, PPOConfig
 from train.storage import RolloutStorage
 
@@ -67,6 +67,9 @@ class OnPolicyRunner:
         save_atomic(state, path)
         save_atomic(state, self.run_dir / "checkpoints" / "latest.pt")
         return path
+
+    def exportable_actor(self) -> torch.nn.Module:
+        return DeterministicActor(self.policy)
 
     # --- learning ----------------------------------------------------------------------------
     def learn(self, total_env_steps: int, callback: Callback | None = None,

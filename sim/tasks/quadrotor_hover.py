@@ -29,10 +29,10 @@ GRAVITY = 9.81
 
 # what `simreal train quadrotor-hover` uses unless told otherwise (measured on 2 cores)
 TRAIN_DEFAULTS = {
-    "envs": 256,
-    "steps": 4_000_000,
-    "ppo": {"steps_per_env": 16, "epochs": 4, "minibatches": 1, "value_clip": 20.0,
-            "critic_hidden": [64, 64], "init_std": 0.15},
+    "algo": "ppo",
+    "ppo": {"envs": 256, "steps": 4_000_000,
+            "config": {"steps_per_env": 16, "epochs": 4, "minibatches": 1, "value_clip": 20.0,
+                       "critic_hidden": [64, 64], "init_std": 0.15}},
 }
 
 

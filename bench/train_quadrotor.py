@@ -1,11 +1,12 @@
-"""Wall time and environment steps for PPO to reach 95% success on quadrotor-hover.
+"""Wall time and environment steps to reach 95% success on quadrotor-hover.
 
-Trains with the task's default settings. Once the training success rate passes --gate, every
---every iterations the current policy is exported to ONNX and evaluated through the deploy
-runtime on --episodes episodes; the clock stops at the first evaluation at or above --target.
-Evaluation time is excluded from the wall time (it is reported beside it).
+Trains with the task's default settings for --algo (default: the task's default algorithm).
+Once the training success rate passes --gate, every --every iterations the current policy is
+exported to ONNX and evaluated through the deploy runtime on --episodes episodes; the
+clock stops at the first evaluation at or above --target. Evaluation time is excluded from the
+wall time (it is reported beside it).
 
-    python bench/train_quadrotor.py [--seed 0] [--target 0.95] [--episodes 1000]
+    python bench/train_quadrotor.py [--algo ppo|sac|td3] [--seed 0] [--target 0.95]
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from train.export import export_onnx
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--algo", help="ppo, sac or td3 (default: the task's default)")
     p.add_argument("--target", type=float, default=0.95)
     p.add_argument("--episodes", type=int, default=1000)
     p.add_argument("--gate", type=float, default=0.85, help="training success before evals")
@@ -53,19 +55,21 @@ def main() -> None:
         print(json.dumps(row), flush=True)
         return result["success_rate"] >= args.target
 
-    summary = api.train("quadrotor-hover", seed=args.seed, steps=args.max_steps,
+    summary = api.train("quadrotor-hover", algo=args.algo, seed=args.seed, steps=args.max_steps,
                         out=tmp / "run", eval_episodes=args.episodes, progress=False,
                         callback=callback)
     reached = [e for e in evals if e["success_rate"] >= args.target]
     result = {
-        "task": "quadrotor-hover", "algo": "ppo", "seed": args.seed, "target": args.target,
+        "task": "quadrotor-hover", "algo": summary["algo"], "seed": args.seed,
+        "target": args.target,
         "episodes": args.episodes, "reached": bool(reached),
         "wall_s_to_target": reached[0]["wall_s"] if reached else None,
         "env_steps_to_target": reached[0]["env_steps"] if reached else None,
         "final_success_rate": summary["success_rate"], "eval_wall_s": round(eval_s, 1),
         "evaluations": evals,
     }
-    print(f"wrote {_common.write_result(f'train_quadrotor_s{args.seed}', result)}")
+    name = f"train_quadrotor_{summary['algo']}_s{args.seed}"
+    print(f"wrote {_common.write_result(name, result)}")
     print(json.dumps(result))
 
 

@@ -31,6 +31,10 @@ class ObsTerm(_Strict):
     scale: float = 1.0
     clip: float = Field(default=100.0, gt=0)
     history: int = Field(default=1, ge=1)
+    # if set, the policy sees the term's leaky integral instead of the term: each control
+    # period I <- I * exp(-dt / tau) + dt * scale * value, clipped to +-clip, zero at reset
+    # (integral action: a steady offset, e.g. from wind or a heavier battery, accumulates)
+    integral_time_constant_s: float | None = Field(default=None, gt=0)
 
 
 class ActionSpec(_Strict):

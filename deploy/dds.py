@@ -15,14 +15,23 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from cyclonedds.core import Policy, Qos
+from cyclonedds.core import (
+    InstanceState,
+    Policy,
+    Qos,
+    ReadCondition,
+    SampleState,
+    ViewState,
+    WaitSet,
+)
 from cyclonedds.domain import DomainParticipant
 from cyclonedds.pub import DataWriter
-from cyclonedds.sub import DataReader
+from cyclonedds.sub import DataReader, InvalidSample
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
 from deploy.messages import ros_topic
+from deploy.transport import QoS, TransportBase
 
 LOOPBACK_CONFIG = (
     "<CycloneDDS><Domain id=\"any\"><General><Interfaces>"
@@ -49,8 +58,27 @@ def use_loopback(env: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-class Transport:
+class _Subscription:
+    """A DataReader with the transport interface: take what arrived, wait for more."""
+
+    def __init__(self, participant: DomainParticipant, reader: DataReader):
+        self.reader = reader
+        self._waitset = WaitSet(participant)
+        mask = SampleState.NotRead | ViewState.Any | InstanceState.Any
+        self._waitset.attach(ReadCondition(reader, mask))
+
+    def take(self) -> list[Any]:
+        # InvalidSample: a writer went away (dispose/unregister), no data
+        return [s for s in self.reader.take(N=64) if not isinstance(s, InvalidSample)]
+
+    def wait(self, timeout_s: float) -> bool:
+        return self._waitset.wait(duration(seconds=max(0.0, timeout_s))) > 0
+
+
+class Transport(TransportBase):
     """One DDS participant; writers and readers by ROS 2 topic name."""
+
+    name = "dds"
 
     def __init__(self, domain_id: int = 0, network: bool = False):
         if not network and not os.environ.get("CYCLONEDDS_URI"):
@@ -72,6 +100,14 @@ class Transport:
 
     def reader(self, name: str, msg_type: type, qos: Qos = SENSOR_QOS) -> DataReader:
         return DataReader(self.participant, self._topic(name, msg_type), qos=qos)
+
+    # --- the transport interface (deploy/transport.py) ------------------------------------
+    def publisher(self, topic: str, msg_type: type, qos: QoS = QoS.COMMAND) -> DataWriter:
+        return self.writer(topic, msg_type, COMMAND_QOS if qos == QoS.COMMAND else SENSOR_QOS)
+
+    def subscription(self, topic: str, msg_type: type, qos: QoS = QoS.SENSOR) -> _Subscription:
+        reader = self.reader(topic, msg_type, COMMAND_QOS if qos == QoS.COMMAND else SENSOR_QOS)
+        return _Subscription(self.participant, reader)
 
     @staticmethod
     def latest(reader: DataReader, n: int = 16) -> Any | None:

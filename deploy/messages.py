@@ -16,10 +16,17 @@ import cyclonedds.idl.annotations as annotate
 from cyclonedds.idl import IdlStruct
 from cyclonedds.idl.types import array, float64, int32, sequence, uint32
 
+from deploy import cdr
+
 
 def ros_topic(name: str) -> str:
     """The DDS topic of a ROS 2 topic: `/joint_states` -> `rt/joint_states`."""
     return "rt/" + name.lstrip("/")
+
+
+def ros_typename(ros_type: str) -> str:
+    """The DDS type name of a ROS 2 type: `pkg/msg/Type` -> `pkg::msg::dds_::Type_`."""
+    return _t(ros_type)
 
 
 def _t(ros_type: str) -> str:
@@ -71,6 +78,13 @@ class Quaternion(IdlStruct, typename=_t("geometry_msgs/msg/Quaternion")):
 class Pose(IdlStruct, typename=_t("geometry_msgs/msg/Pose")):
     position: Point = field(default_factory=Point)
     orientation: Quaternion = field(default_factory=Quaternion)
+
+
+@dataclass
+@annotate.final
+class PointStamped(IdlStruct, typename=_t("geometry_msgs/msg/PointStamped")):
+    header: Header = field(default_factory=Header)
+    point: Point = field(default_factory=Point)
 
 
 @dataclass
@@ -154,10 +168,136 @@ class Float64MultiArray(IdlStruct, typename=_t("std_msgs/msg/Float64MultiArray")
     data: sequence[float64] = field(default_factory=list)
 
 
-# the ROS 2 type name of each message class
+# --- arms: pose inputs and joint trajectory commands -----------------------------------------
+@dataclass
+@annotate.final
+class Float64(IdlStruct, typename=_t("std_msgs/msg/Float64")):
+    data: float64 = 0.0
+
+
+@dataclass
+@annotate.final
+class PoseStamped(IdlStruct, typename=_t("geometry_msgs/msg/PoseStamped")):
+    header: Header = field(default_factory=Header)
+    pose: Pose = field(default_factory=Pose)
+
+
+@dataclass
+@annotate.final
+class Duration(IdlStruct, typename=_t("builtin_interfaces/msg/Duration")):
+    sec: int32 = 0
+    nanosec: uint32 = 0
+
+
+@dataclass
+@annotate.final
+class JointTrajectoryPoint(IdlStruct, typename=_t("trajectory_msgs/msg/JointTrajectoryPoint")):
+    positions: sequence[float64] = field(default_factory=list)
+    velocities: sequence[float64] = field(default_factory=list)
+    accelerations: sequence[float64] = field(default_factory=list)
+    effort: sequence[float64] = field(default_factory=list)
+    time_from_start: Duration = field(default_factory=Duration)
+
+
+@dataclass
+@annotate.final
+class JointTrajectory(IdlStruct, typename=_t("trajectory_msgs/msg/JointTrajectory")):
+    header: Header = field(default_factory=Header)
+    joint_names: sequence[str] = field(default_factory=list)
+    points: sequence[JointTrajectoryPoint] = field(default_factory=list)
+
+
+def ros_type(cls: type) -> str:
+    """The ROS 2 type name of a message class: `sensor_msgs/msg/JointState`."""
+    return cls.__idl_typename__.replace("::dds_::", "/").replace("::", "/").rstrip("_")
+
+
+# the ROS 2 type name of each standard message class
 ROS_TYPES: dict[type, str] = {
-    cls: cls.__idl_typename__.replace("::dds_::", "/").replace("::", "/").rstrip("_")
-    for cls in (Time, Header, Vector3, Point, Quaternion, Pose, Twist, PoseWithCovariance,
-                TwistWithCovariance, JointState, Imu, Odometry, Bool, MultiArrayDimension,
-                MultiArrayLayout, Float64MultiArray)
+    cls: ros_type(cls)
+    for cls in (Time, Header, Vector3, Point, PointStamped, Quaternion, Pose, Twist,
+                PoseWithCovariance, TwistWithCovariance, JointState, Imu, Odometry, Bool,
+                MultiArrayDimension, MultiArrayLayout, Float64MultiArray, Float64, PoseStamped,
+                Duration, JointTrajectoryPoint, JointTrajectory)
 }
+
+
+# --- fast codecs for the messages of every control cycle (deploy/cdr.py) ---------------------
+def _w_header(w: cdr.Writer, h: Header) -> None:
+    w.time(h.stamp.sec, h.stamp.nanosec)
+    w.string(h.frame_id)
+
+
+def _r_header(r: cdr.Reader) -> Header:
+    sec, nanosec = r.time()
+    return Header(Time(sec, nanosec), r.string())
+
+
+def _w_joint_state(w: cdr.Writer, m: JointState) -> None:
+    _w_header(w, m.header)
+    w.strings(m.name)
+    w.double_seq(m.position)
+    w.double_seq(m.velocity)
+    w.double_seq(m.effort)
+
+
+def _r_joint_state(r: cdr.Reader) -> JointState:
+    header = _r_header(r)
+    names = r.strings()
+    return JointState(header, names, r.double_seq(), r.double_seq(), r.double_seq())
+
+
+def _w_imu(w: cdr.Writer, m: Imu) -> None:
+    _w_header(w, m.header)
+    q, a, c = m.orientation, m.angular_velocity, m.linear_acceleration
+    w.doubles([q.x, q.y, q.z, q.w, *m.orientation_covariance, a.x, a.y, a.z,
+               *m.angular_velocity_covariance, c.x, c.y, c.z, *m.linear_acceleration_covariance])
+
+
+def _r_imu(r: cdr.Reader) -> Imu:
+    header = _r_header(r)
+    d = r.doubles(37)
+    return Imu(header, Quaternion(*d[0:4]), d[4:13], Vector3(*d[13:16]), d[16:25],
+               Vector3(*d[25:28]), d[28:37])
+
+
+def _w_odometry(w: cdr.Writer, m: Odometry) -> None:
+    _w_header(w, m.header)
+    w.string(m.child_frame_id)
+    p, q = m.pose.pose.position, m.pose.pose.orientation
+    v, a = m.twist.twist.linear, m.twist.twist.angular
+    w.doubles([p.x, p.y, p.z, q.x, q.y, q.z, q.w, *m.pose.covariance, v.x, v.y, v.z,
+               a.x, a.y, a.z, *m.twist.covariance])
+
+
+def _r_odometry(r: cdr.Reader) -> Odometry:
+    header, child = _r_header(r), r.string()
+    d = r.doubles(85)
+    return Odometry(header, child,
+                    PoseWithCovariance(Pose(Point(*d[0:3]), Quaternion(*d[3:7])), d[7:43]),
+                    TwistWithCovariance(Twist(Vector3(*d[43:46]), Vector3(*d[46:49])),
+                                        d[49:85]))
+
+
+def _w_multi_array(w: cdr.Writer, m: Float64MultiArray) -> None:
+    w.u32(len(m.layout.dim))
+    for d in m.layout.dim:
+        w.string(d.label)
+        w.u32(d.size)
+        w.u32(d.stride)
+    w.u32(m.layout.data_offset)
+    w.double_seq(m.data)
+
+
+def _r_multi_array(r: cdr.Reader) -> Float64MultiArray:
+    dims = []
+    for _ in range(r.u32()):
+        label = r.string()
+        dims.append(MultiArrayDimension(label, *r.uu()))
+    return Float64MultiArray(MultiArrayLayout(dims, r.u32()), r.double_seq())
+
+
+cdr.install(JointState, _w_joint_state, _r_joint_state)
+cdr.install(Imu, _w_imu, _r_imu)
+cdr.install(Odometry, _w_odometry, _r_odometry)
+cdr.install(Float64MultiArray, _w_multi_array, _r_multi_array)

@@ -2,15 +2,18 @@
 
 Written against the array API: the simulator runs this same builder on batched torch tensors,
 the deploy runtime on numpy arrays. Per term: value -> (optional perturbation, the simulator's
-sensor noise) -> times scale -> clip to +-clip -> a history of the last `history` values,
-oldest first. The terms are concatenated in contract order.
+sensor noise) -> times scale -> (for an integral term, its leaky integral over control
+periods) -> clip to +-clip -> a history of the last `history` values, oldest first. The terms
+are concatenated in contract order.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from array_api_compat import array_namespace
 
 from deploy.contract import ObsTerm
@@ -21,13 +24,25 @@ Perturb = Callable[[str, Array], Array]
 
 
 class ObservationBuilder:
-    def __init__(self, terms: Sequence[ObsTerm], num_actions: int):
+    def __init__(self, terms: Sequence[ObsTerm], num_actions: int, dt: float | None = None):
+        """`dt`: the control period in s, which integral terms need."""
         unknown = [t.name for t in terms if t.name not in TERMS]
         if unknown:
             raise ValueError(f"unknown observation terms {unknown}; known: {sorted(TERMS)}")
+        integral = [t.name for t in terms if t.integral_time_constant_s is not None]
+        if integral and not dt:
+            raise ValueError(f"integral terms {integral} need the control period dt")
         self.terms = list(terms)
         self.num_actions = num_actions
+        self.dt = dt
         self._history: dict[str, Array] = {}
+        self._integral: dict[str, Array] = {}
+        # numpy without history: concatenate first, then scale and clip all terms at once
+        # (elementwise, so the same numbers; a robot's batch-1 cycle pays per numpy call)
+        self._flat = all(t.history == 1 for t in self.terms) and not integral
+        dims = [t.dim if TERMS[t.name].dim != "actions" else num_actions for t in self.terms]
+        self._scale = np.repeat([t.scale for t in self.terms], dims)
+        self._clip = np.repeat([t.clip for t in self.terms], dims)
 
     @property
     def dim(self) -> int:
@@ -40,24 +55,52 @@ class ObservationBuilder:
         """Forget the history of the environments in `mask` (all when None)."""
         if mask is None:
             self._history.clear()
+            self._integral.clear()
             return
+        for name, acc in self._integral.items():
+            xp = array_namespace(acc)
+            self._integral[name] = xp.where(mask[..., None], xp.zeros_like(acc), acc)
         for name, buf in self._history.items():
             xp = array_namespace(buf)
             # a reset row is refilled from its next value (see build)
             self._history[name] = xp.where(mask[..., None, None], xp.nan, buf)
 
     def build(self, signals: Signals, perturb: Perturb | None = None) -> Array:
+        if self._flat and perturb is None:
+            values = [TERMS[term.name].fn(signals) for term in self.terms]
+            if all(isinstance(v, np.ndarray) for v in values):
+                raw = np.concatenate(values, axis=-1)
+                scale = self._scale.astype(raw.dtype, copy=False)
+                bound = self._clip.astype(raw.dtype, copy=False)
+                return np.minimum(np.maximum(raw * scale, -bound), bound)
         parts = []
         for term in self.terms:
             value = TERMS[term.name].fn(signals)
             if perturb is not None:
                 value = perturb(term.name, value)
-            xp = array_namespace(value)
-            value = xp.clip(value * term.scale, -term.clip, term.clip)
+            if term.integral_time_constant_s is not None:
+                value = self._integrate(term, value * term.scale)
+            elif isinstance(value, np.ndarray):  # numpy's own clip: the same math, ~10x
+                value = np.clip(value * term.scale, -term.clip, term.clip)  # faster than
+            else:  # the wrapper's
+                xp = array_namespace(value)
+                value = xp.clip(value * term.scale, -term.clip, term.clip)
             if term.history > 1:
                 value = self._push(term.name, value, term.history)
             parts.append(value)
-        return xp.concat(parts, axis=-1)
+        if isinstance(parts[0], np.ndarray):
+            return np.concatenate(parts, axis=-1)
+        return array_namespace(parts[0]).concat(parts, axis=-1)
+
+    def _integrate(self, term: ObsTerm, value: Array) -> Array:
+        xp = array_namespace(value)
+        decay = math.exp(-self.dt / term.integral_time_constant_s)
+        acc = self._integral.get(term.name)
+        if acc is None or acc.shape != value.shape:
+            acc = xp.zeros_like(value)
+        acc = xp.clip(acc * decay + value * self.dt, -term.clip, term.clip)
+        self._integral[term.name] = acc
+        return acc
 
     def _push(self, name: str, value: Array, length: int) -> Array:
         xp = array_namespace(value)

@@ -21,7 +21,8 @@ class PolicyRunner:
         policy.contract.check(robot)  # refuses with every mismatch named
         self.policy, self.robot = policy, robot
         self.contract = policy.contract
-        self.builder = ObservationBuilder(self.contract.observations, self.contract.action_dim)
+        self.builder = ObservationBuilder(self.contract.observations, self.contract.action_dim,
+                                          dt=1.0 / self.contract.control_rate_hz)
         self.mapper = ActionMapper(self.contract.action)
         self.last_action = np.zeros((batch, self.contract.action_dim), dtype=np.float32)
 

@@ -9,6 +9,11 @@ the robot's damping command; ESTOP latches until `reset_estop()`. A watchdog DAM
 itself when fresh input returns (through a new soft start); a tilt DAMP and an ESTOP do not.
 Every mode change is recorded with its reason; NaN/Inf commands are replaced by the last safe
 command and counted.
+
+Clamps, in order: the static command limits (`low`, `high`: joint position range, rotor speed
+0..1); per-cycle bounds the caller derives from the measured state (a joint's torque limit
+under PD); the soft-start ramp; the rate limit per period (`rate_limit` per command, e.g. joint
+velocity limits, and the scalar `max_rate`). Each clamp that changed a command is counted.
 """
 
 from __future__ import annotations
@@ -21,6 +26,12 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 log = logging.getLogger("simreal.safety")
+
+
+def _any(mask: np.ndarray) -> bool:
+    """mask.any() for a robot's dozen commands: count_nonzero is one C call, ndarray.any()
+    goes through Python-level wrappers (~1 us more per call, several calls per cycle)."""
+    return np.count_nonzero(mask) > 0
 
 
 class Mode(StrEnum):
@@ -53,6 +64,7 @@ class SafetyLayer:
     damping: np.ndarray  # the command the robot gets in DAMP and ESTOP
     rate_hz: float
     cfg: SafetyConfig = field(default_factory=SafetyConfig)
+    rate_limit: np.ndarray | None = None  # per command, units per second
 
     def __post_init__(self) -> None:
         self.mode = Mode.SOFT_START
@@ -64,10 +76,23 @@ class SafetyLayer:
         self._ramp_cycles = 0
         self._last = np.array(self.damping, dtype=np.float64)
         self._tilt_latched = False
+        self.clamp_events = {"limits": 0, "bounds": 0, "rate": 0}
+        step = np.full(len(np.atleast_1d(self.low)), np.inf)
+        if self.rate_limit is not None:
+            step = np.minimum(step, np.asarray(self.rate_limit, dtype=np.float64) / self.rate_hz)
+        if self.cfg.max_rate is not None:
+            step = np.minimum(step, self.cfg.max_rate / self.rate_hz)
+        self._max_step = step if np.isfinite(step).any() else None
 
     # --- inputs ---------------------------------------------------------------------------
     def estop(self, reason: str = "e-stop input") -> None:
         self._set(Mode.ESTOP, reason)
+
+    def hold_damping(self, reason: str) -> None:
+        """DAMP until an e-stop-style reset (shutdown, an operator's request)."""
+        if self.mode is not Mode.ESTOP:
+            self._tilt_latched = True
+            self._set(Mode.DAMP, reason)
 
     def reset_estop(self) -> None:
         if self.mode is Mode.ESTOP:
@@ -76,11 +101,13 @@ class SafetyLayer:
 
     # --- one control period ---------------------------------------------------------------
     def step(self, command: np.ndarray, fresh: bool, tilt_rad: float,
-             measured: np.ndarray | None = None) -> np.ndarray:
+             measured: np.ndarray | None = None,
+             bounds: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """The command to send this period, given the policy's command and the state facts.
 
         `measured` is the robot's current pose in command space (e.g. joint positions), the
-        start of a soft-start ramp; None ramps from the damping command.
+        start of a soft-start ramp; None ramps from the damping command. `bounds` are extra
+        (low, high) limits for this period only.
         """
         self.cycle += 1
         self._stale = 0 if fresh else self._stale + 1
@@ -98,22 +125,32 @@ class SafetyLayer:
             return out
 
         command = np.asarray(command, dtype=np.float64)
-        if not np.all(np.isfinite(command)):
+        if np.count_nonzero(np.isfinite(command)) != command.size:
             self.nonfinite_events += 1
             log.warning("non-finite command at cycle %d; holding the last safe one", self.cycle)
             return self._last.copy()
-        out = np.clip(command, self.low, self.high)
+        out = self._clamp("limits", command, self.low, self.high)
+        if bounds is not None and not (_any(np.isnan(bounds[0])) or _any(np.isnan(bounds[1]))):
+            out = self._clamp("bounds", out, bounds[0], bounds[1])  # +-inf: no bound there
         if self.mode is Mode.SOFT_START:
             out = self._ramp(out, measured)
-        if self.cfg.max_rate is not None:
-            step = self.cfg.max_rate / self.rate_hz
-            out = np.clip(out, self._last - step, self._last + step)
+        if self._max_step is not None:
+            out = self._clamp("rate", out, self._last - self._max_step,
+                              self._last + self._max_step)
         self._last = out
         return out.copy()
+
+    def _clamp(self, rule: str, x: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        out = np.minimum(np.maximum(x, low), high)  # np.clip's result, at a third of its cost
+        if _any(out != x):
+            self.clamp_events[rule] += 1
+        return out
 
     # --- internals ------------------------------------------------------------------------
     def _begin_soft_start(self, reason: str, measured: np.ndarray | None = None) -> None:
         self._ramp_from = None if measured is None else np.asarray(measured, dtype=np.float64)
+        if self._ramp_from is not None:
+            self._last = self._ramp_from.copy()  # the rate limit counts from the ramp's start
         self._ramp_cycles = 0
         self._set(Mode.SOFT_START, reason)
 
@@ -121,6 +158,7 @@ class SafetyLayer:
         if self._ramp_from is None:
             self._ramp_from = np.asarray(measured if measured is not None else self.damping,
                                          dtype=np.float64)
+            self._last = self._ramp_from.copy()  # the rate limit counts from the ramp's start
         total = max(1, round(self.cfg.soft_start_s * self.rate_hz))
         self._ramp_cycles += 1
         w = min(1.0, self._ramp_cycles / total)

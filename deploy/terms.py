@@ -15,34 +15,78 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from array_api_compat import array_namespace
 
 Array = Any
 Signals = Mapping[str, Array]
 
 
+def _namespace(*arrays: Array) -> Any:
+    """numpy itself for numpy arrays, array_api_compat's namespace otherwise (torch).
+
+    NumPy 2 implements the array API for what these terms use, and the compat wrapper's
+    dispatch costs a few microseconds a call: a robot's batch-1 cycle paid it per term. The
+    wrapper's numpy functions are numpy's, so the numbers are the same.
+    """
+    if all(type(a) is np.ndarray for a in arrays):
+        return np
+    return array_namespace(*arrays)
+
+
+def _quat_to_matrix_coefficients() -> np.ndarray:
+    """M (16, 9) with vec(R) = vec(q q^T) @ M for a unit quaternion q = (w, x, y, z).
+
+    Each entry of a rotation matrix is a quadratic form in q, so one outer product and one
+    matrix product give all nine: a handful of array operations instead of dozens, which is
+    what a batch of small arrays pays for (measured in the simulator's step).
+    """
+    m = np.zeros((4, 4, 9))
+    w, x, y, z = range(4)
+
+    def add(i: int, j: int, k: int, sign: float) -> None:  # the term sign * 2 q_i q_j
+        m[i, j, k] += sign
+        m[j, i, k] += sign
+
+    for k, signs in ((0, (1, 1, -1, -1)), (4, (1, -1, 1, -1)), (8, (1, -1, -1, 1))):
+        for i, sign in enumerate(signs):  # diagonal: w^2 +- x^2 +- y^2 +- z^2
+            m[i, i, k] = sign
+    add(x, y, 1, 1), add(w, z, 1, -1)  # R01 = 2(xy - wz)
+    add(x, z, 2, 1), add(w, y, 2, 1)  # R02 = 2(xz + wy)
+    add(x, y, 3, 1), add(w, z, 3, 1)  # R10 = 2(xy + wz)
+    add(y, z, 5, 1), add(w, x, 5, -1)  # R12 = 2(yz - wx)
+    add(x, z, 6, 1), add(w, y, 6, -1)  # R20 = 2(xz - wy)
+    add(y, z, 7, 1), add(w, x, 7, 1)  # R21 = 2(yz + wx)
+    return m.reshape(16, 9)
+
+
+_QUAT_TO_MATRIX = _quat_to_matrix_coefficients()
+
+
 def quat_to_matrix(q: Array) -> Array:
     """Rotation matrices (..., 3, 3) from unit quaternions (..., 4) in (w, x, y, z) order."""
-    xp = array_namespace(q)
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    rows = [
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ]
-    return xp.stack([xp.stack(r, axis=-1) for r in rows], axis=-2)
+    if type(q) is np.ndarray:  # the same operations through ndarray methods (cheaper calls)
+        outer = (q[..., :, None] * q[..., None, :]).reshape(*q.shape[:-1], 16)
+        m = _QUAT_TO_MATRIX.astype(q.dtype, copy=False)
+        return (outer @ m).reshape(*q.shape[:-1], 3, 3)
+    xp = _namespace(q)
+    outer = xp.reshape(q[..., :, None] * q[..., None, :], (*q.shape[:-1], 16))
+    m = xp.asarray(_QUAT_TO_MATRIX, dtype=q.dtype, device=q.device)
+    return xp.reshape(xp.matmul(outer, m), (*q.shape[:-1], 3, 3))
 
 
 def rotate_inverse(q: Array, v: Array) -> Array:
     """World vectors (..., 3) expressed in the body frame of orientation q."""
-    xp = array_namespace(q, v)
+    xp = _namespace(q, v)
     r = quat_to_matrix(q)
     return xp.sum(r * v[..., :, None], axis=-2)
 
 
 def _projected_gravity(s: Signals) -> Array:
     q = s["orientation"]
-    xp = array_namespace(q)
+    if type(q) is np.ndarray:  # R^T (0, 0, -1) is minus R's last row: rotate_inverse's
+        return -quat_to_matrix(q)[..., 2, :]  # numbers, without its temporaries
+    xp = _namespace(q)
     down = xp.zeros_like(q[..., 1:])
     down = xp.stack([down[..., 0], down[..., 1], down[..., 2] - 1], axis=-1)
     return rotate_inverse(q, down)
@@ -50,7 +94,34 @@ def _projected_gravity(s: Signals) -> Array:
 
 def _rotation_matrix(s: Signals) -> Array:
     r = quat_to_matrix(s["orientation"])
-    xp = array_namespace(r)
+    if type(r) is np.ndarray:
+        return r.reshape(*r.shape[:-2], 9)
+    xp = _namespace(r)
+    return xp.reshape(r, (*r.shape[:-2], 9))
+
+
+def _rotation_error(s: Signals) -> Array:
+    """2 sign(w) v of q_ee q_target^-1 = (w, v): the axis times 2 sin(angle/2) (the angle
+    itself for small errors) of the rotation from the target to the tool, base frame. The
+    target is normalized here: a command clamped to its trained range may not be unit."""
+    a, b = s["ee_orientation"], s["target_orientation"]
+    xp = _namespace(a, b)
+    b = b / xp.sqrt(xp.sum(b * b, axis=-1, keepdims=True))
+    aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
+    bw, bx, by, bz = b[..., 0], -b[..., 1], -b[..., 2], -b[..., 3]  # conjugate
+    w = aw * bw - ax * bx - ay * by - az * bz
+    v = xp.stack([aw * bx + ax * bw + ay * bz - az * by,
+                  aw * by - ax * bz + ay * bw + az * bx,
+                  aw * bz + ax * by - ay * bx + az * bw], axis=-1)
+    sign = xp.where(w < 0, -2.0, 2.0)
+    return v * sign[..., None]
+
+
+def _object_rotation_matrix(s: Signals) -> Array:
+    r = quat_to_matrix(s["object_orientation"])
+    if type(r) is np.ndarray:
+        return r.reshape(*r.shape[:-2], 9)
+    xp = _namespace(r)
     return xp.reshape(r, (*r.shape[:-2], 9))
 
 
@@ -66,6 +137,9 @@ class Term:
 TERMS: dict[str, Term] = {
     "position_error": Term(lambda s: s["position"] - s["target_position"], 3,
                            ("position", "target_position")),
+    # the same error, for a term the contract integrates (ObsTerm.integral_time_constant_s)
+    "position_error_integral": Term(lambda s: s["position"] - s["target_position"], 3,
+                                    ("position", "target_position")),
     "rotation_matrix": Term(_rotation_matrix, 9, ("orientation",)),
     "projected_gravity": Term(_projected_gravity, 3, ("orientation",)),
     "linear_velocity": Term(lambda s: s["linear_velocity"], 3, ("linear_velocity",)),
@@ -73,6 +147,24 @@ TERMS: dict[str, Term] = {
                          ("orientation", "linear_velocity")),
     "angular_velocity": Term(lambda s: s["angular_velocity"], 3, ("angular_velocity",)),
     "last_action": Term(lambda s: s["last_action"], "actions", ("last_action",)),
+    # joint robots: joint signals are in policy (actuator) order; `default_joint_pos` is
+    # robot.yaml's default pose, which the runtime supplies
+    "joint_pos_rel": Term(lambda s: s["joint_pos"] - s["default_joint_pos"], "actions",
+                          ("joint_pos", "default_joint_pos")),
+    "joint_vel": Term(lambda s: s["joint_vel"], "actions", ("joint_vel",)),
+    # (forward m/s, lateral m/s, yaw rate rad/s) in the base frame: cmd_vel on a robot
+    "velocity_command": Term(lambda s: s["velocity_command"], 3, ("velocity_command",)),
+    # arms: the tool pose (forward kinematics of the measured joints, robots/kinematics.py)
+    # against a commanded pose; an object's pose as a camera-based estimator gives it
+    "ee_position_error": Term(lambda s: s["ee_position"] - s["target_position"], 3,
+                              ("ee_position", "target_position")),
+    "ee_rotation_error": Term(_rotation_error, 3, ("ee_orientation", "target_orientation")),
+    "object_position_rel": Term(lambda s: s["object_position"] - s["ee_position"], 3,
+                                ("object_position", "ee_position")),
+    "object_rotation_matrix": Term(_object_rotation_matrix, 9, ("object_orientation",)),
+    # the object's height above the commanded lift height (m)
+    "lift_height_error": Term(lambda s: s["object_position"][..., 2:3] - s["lift_height"], 1,
+                              ("object_position", "lift_height")),
 }
 
 

@@ -66,6 +66,47 @@ class Joint(_Strict):
     kd: float | None = Field(default=None, ge=0)
     torque_limit: float | None = Field(default=None, gt=0)
     velocity_limit: float | None = Field(default=None, gt=0)
+    # the joint's encoder and torque estimate, as MJCF sensors (jointpos, jointvel, actuatorfrc)
+    position_sensor: str | None = None
+    velocity_sensor: str | None = None
+    torque_sensor: str | None = None
+
+
+class Foot(_Strict):
+    """A legged robot's foot: its site, its contact-force sensor and its position sensor."""
+
+    name: str
+    site: str
+    contact_sensor: str
+    position_sensor: str | None = None
+
+
+class Contacts(_Strict):
+    """Touch sensors on bodies other than the feet: contact there ends an episode or costs."""
+
+    terminate: list[str] = []
+    penalize: list[str] = []
+
+
+class DHRow(_Strict):
+    """One modified (Craig) DH row: RotX(alpha) TransX(a) RotZ(theta + q) TransZ(d)."""
+
+    a: float
+    d: float
+    alpha: float
+    theta: float = 0.0
+
+
+class Kinematics(_Strict):
+    """A serial arm's forward kinematics from the base body's frame: one DH row per joint
+    (joints[] order), the flange row, and the tool point in the flange frame, where the MJCF's
+    `tool_site` is. The deploy runtime computes the tool pose from joint angles with it."""
+
+    dh: list[DHRow] = Field(min_length=1)
+    flange: DHRow
+    tool_position: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    tool_quat: tuple[float, float, float, float] = (1.0, 0.0, 0.0, 0.0)  # w, x, y, z
+    tool_site: str
 
 
 class RobotSpec(_Strict):
@@ -79,6 +120,10 @@ class RobotSpec(_Strict):
     joints: list[Joint] = []
     rotors: list[Rotor] = []
     rotor_model: RotorModel | None = None
+    action_scale: float | None = Field(default=None, gt=0, description="rad per action unit")
+    feet: list[Foot] = []
+    contacts: Contacts = Contacts()
+    kinematics: Kinematics | None = None
 
     @model_validator(mode="after")
     def _actuated(self) -> RobotSpec:
@@ -86,6 +131,23 @@ class RobotSpec(_Strict):
             raise ValueError("a quadrotor needs 'rotors' and 'rotor_model'")
         if self.kind != "quadrotor" and not self.joints:
             raise ValueError(f"a robot of kind {self.kind!r} needs 'joints'")
+        if self.kind == "legged":
+            if not self.feet:
+                raise ValueError("a legged robot needs 'feet'")
+            if self.action_scale is None:
+                raise ValueError("a legged robot needs 'action_scale'")
+            for i, j in enumerate(self.joints):
+                absent = [f for f in ("kp", "kd", "torque_limit", "position_sensor",
+                                      "velocity_sensor") if getattr(j, f) is None]
+                if absent:
+                    raise ValueError(f"joints[{i}] ({j.name}): a legged robot's joint needs "
+                                     f"{', '.join(absent)}")
+        if self.kind == "arm":
+            if self.kinematics is None:
+                raise ValueError("an arm needs 'kinematics'")
+            if len(self.kinematics.dh) > len(self.joints):
+                raise ValueError(f"kinematics.dh: {len(self.kinematics.dh)} rows for "
+                                 f"{len(self.joints)} joints")
         return self
 
 
@@ -181,8 +243,22 @@ def _check_against_mjcf(robot: Robot) -> None:
     for i, joint in enumerate(spec.joints):
         missing(f"joints[{i}].name", joint.name, joints, "a joint")
         missing(f"joints[{i}].actuator", joint.actuator, actuators, "an actuator")
+        for field in ("position_sensor", "velocity_sensor", "torque_sensor"):
+            if getattr(joint, field) is not None:
+                missing(f"joints[{i}].{field}", getattr(joint, field), sensors, "a sensor")
     for role, name in spec.sensors.items():
         missing(f"sensors.{role}", name, sensors, "a sensor")
+    sites = {el.get("name") for el in root.iter("site")}
+    for i, foot in enumerate(spec.feet):
+        missing(f"feet[{i}].site", foot.site, sites, "a site")
+        missing(f"feet[{i}].contact_sensor", foot.contact_sensor, sensors, "a sensor")
+        if foot.position_sensor is not None:
+            missing(f"feet[{i}].position_sensor", foot.position_sensor, sensors, "a sensor")
+    for group in ("terminate", "penalize"):
+        for i, name in enumerate(getattr(spec.contacts, group)):
+            missing(f"contacts.{group}[{i}]", name, sensors, "a sensor")
+    if spec.kinematics is not None:
+        missing("kinematics.tool_site", spec.kinematics.tool_site, sites, "a site")
     option = root.find("option")
     timestep = float(option.get("timestep", 0.002)) if option is not None else 0.002
     if abs(timestep - spec.control.physics_dt) > 1e-12:

@@ -35,8 +35,11 @@ def compile_model(mjcf_path: str | Path) -> mujoco.MjModel:
 class MujocoBackend:
     name = "mujoco"
 
-    def __init__(self, mjcf_path: str | Path, num_envs: int, nthread: int | None = None):
-        self.model = compile_model(mjcf_path)
+    def __init__(self, mjcf_path: str | Path, num_envs: int, nthread: int | None = None,
+                 model: mujoco.MjModel | None = None):
+        """`model`, when given, is a model compiled from `mjcf_path` with additions (a
+        terrain, say); otherwise the file is compiled."""
+        self.model = model if model is not None else compile_model(mjcf_path)
         self.num_envs = num_envs
         nthread = nthread or min(os.cpu_count() or 1, 8)
         self.batch = mjbatch.Batch(self.model, nsim=num_envs, nthread=nthread)
@@ -91,9 +94,21 @@ class MujocoBackend:
         """Back to the model's defaults, before the task writes its initial state."""
         self.batch.reset(ids=_np_ids(ids), stage=mujoco.mjtStage.mjSTAGE_NONE)
 
-    def forward(self, ids: torch.Tensor) -> None:
-        """Recompute sensors of `ids` after their state was written."""
-        self.batch.forward(ids=_np_ids(ids), stage=mujoco.mjtStage.mjSTAGE_VEL)
+    def set_const(self, ids: torch.Tensor) -> None:
+        """Recompute the model constants of `ids` derived from their (expanded) fields.
+
+        MuJoCo's C engine reads some of them instead of the fields: after a per-env write of
+        body_mass or body_inertia, until this runs, its mass matrix keeps the compiled values
+        while gravity follows the new masses (measured: a free body with its mass scaled 1.1
+        falls at 1.1 g; a torque on a body with its inertia scaled 1.1 spins it up as if
+        unscaled)."""
+        self.batch.set_const(ids=_np_ids(ids))
+
+    def forward(self, ids: torch.Tensor, forces: bool = False) -> None:
+        """Recompute sensors of `ids` after their state was written; `forces` runs the
+        acceleration stage too, for sensors of forces (touch, actuatorfrc, accelerometer)."""
+        stage = mujoco.mjtStage.mjSTAGE_ACC if forces else mujoco.mjtStage.mjSTAGE_VEL
+        self.batch.forward(ids=_np_ids(ids), stage=stage)
 
 
 def _np_ids(ids: torch.Tensor) -> np.ndarray:

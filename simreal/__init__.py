@@ -9,6 +9,14 @@ import os
 # spin after each torch op slow the physics by ~20% (measured). Read when torch loads.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from simreal.api import evaluate, export, make_env, train  # noqa: E402
-
 __all__ = ["evaluate", "export", "make_env", "train"]
+
+
+def __getattr__(name: str):
+    # the API (and with it torch) loads on first use, so that `simreal deploy` and
+    # `import simreal.registry` stay free of torch and mujoco
+    if name in __all__:
+        from simreal import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'simreal' has no attribute {name!r}")

@@ -15,12 +15,22 @@ from train.checkpoint import CheckpointError, latest_in, load, write_text_atomic
 
 
 def make_env(task: str, num_envs: int = 1024, seed: int = 0,
-             config: dict[str, Any] | None = None, robot: str | None = None):
-    """A batched environment of a registered task (or `module:Class`)."""
+             config: dict[str, Any] | None = None, robot: str | None = None,
+             backend: str = "mujoco", device: str = "cpu"):
+    """A batched environment of a registered task (or `module:Class`), simulated by `backend`
+    (sim/backends.py: mujoco, mjwarp) on `device` (cpu, cuda, cuda:N)."""
+    import inspect
+
+    from sim.backend import BackendError
+
     cls = get_task(task)
     robot_obj = get_robot(robot or cls.robot_name)
     cfg = cls.config_class.model_validate(config or {})
-    return cls(robot_obj, cfg, num_envs, seed)
+    if backend == "mujoco" and str(device) == "cpu":
+        return cls(robot_obj, cfg, num_envs, seed)
+    if "backend" not in inspect.signature(cls.__init__).parameters:
+        raise BackendError(f"task {task!r} runs on the mujoco backend on the CPU only")
+    return cls(robot_obj, cfg, num_envs, seed, backend=backend, device=device)
 
 
 def _default_run_dir(task: str, algo: str, seed: int) -> Path:
@@ -30,13 +40,36 @@ def _default_run_dir(task: str, algo: str, seed: int) -> Path:
 def train(task: str, algo: str | None = None, envs: int | None = None,
           steps: int | None = None, seed: int = 0, out: str | Path | None = None,
           resume: str | Path | None = None, eval_episodes: int = 1000, progress: bool = True,
-          callback=None) -> dict[str, Any]:
+          callback=None, task_config: dict[str, Any] | None = None,
+          algo_config: dict[str, Any] | None = None, backend: str | None = None,
+          device: str | None = None) -> dict[str, Any]:
     """Train, export policy.onnx, evaluate it through the deploy runtime; returns summary.json.
+
+    `backend`/`device` choose the training simulator (default mujoco on the CPU; mjwarp on
+    cuda for a GPU; a resumed run keeps its own unless given). Under torchrun (WORLD_SIZE > 1)
+    every process trains its own `envs` environments and rank 0 alone writes the run directory,
+    exports and evaluates (train/distributed.py); the other ranks return {"rank": r, ...}.
+    Export and evaluation always run on the CPU, through the deploy runtime.
 
     With no `algo`, the task's default algorithm (`train_defaults["algo"]`); envs, steps and the
     algorithm's config default to the task's measured settings for that algorithm
-    (`train_defaults[algo]`: {"envs", "steps", "config"}).
+    (`train_defaults[algo]`: {"envs", "steps", "config"}). `task_config` and `algo_config`
+    override fields of those (nested mappings merge); both are validated before anything runs.
     """
+    from train import distributed
+
+    joined = distributed.launched() and not distributed.is_distributed()
+    try:
+        return _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress,
+                      callback, task_config, algo_config, backend, device)
+    finally:
+        if joined:  # this call joined torchrun's process group: it leaves it
+            distributed.shutdown()
+
+
+def _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress, callback,
+           task_config, algo_config, backend, device) -> dict[str, Any]:
+    from train import distributed
     from train.algos import get_algo
 
     ckpt = None
@@ -58,30 +91,47 @@ def train(task: str, algo: str | None = None, envs: int | None = None,
         algo = algo or defaults.get("algo", "ppo")
         spec = get_algo(algo)
         run_dir = Path(out) if out is not None else _default_run_dir(task, algo, seed)
-        if (run_dir / "checkpoints").exists():
-            raise FileExistsError(f"{run_dir}: already holds a run; resume it with --resume "
-                                  f"{run_dir} or choose another --out")
         algo_defaults = defaults.get(algo, {})
-        algo_cfg = spec.config().model_validate(algo_defaults.get("config", {}))
+        algo_cfg = spec.config().model_validate(
+            _merged(algo_defaults.get("config", {}), algo_config or {}))
+        task_cfg = cls.config_class().model_validate(
+            _merged(cls.config_class().model_dump(mode="json"), task_config or {}))
         config = {
             "task": task, "algo": algo, "seed": seed,
             "envs": envs or algo_defaults.get("envs", 1024),
             "steps": steps or algo_defaults.get("steps", 5_000_000),
-            "robot": cls.robot_name, "task_config": cls.config_class().model_dump(mode="json"),
+            "robot": cls.robot_name, "task_config": task_cfg.model_dump(mode="json"),
             "algo_config": algo_cfg.model_dump(mode="json"),
         }
-    env = make_env(task, config["envs"], config["seed"] + (ckpt["iteration"] if ckpt else 0),
-                   config["task_config"], config["robot"])
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(yaml.safe_dump(config, sort_keys=False), run_dir / "config.yaml")
-    runner = _runner(config, env, run_dir)
+    config["backend"] = backend or config.get("backend", "mujoco")
+    config["device"] = device or config.get("device", "cpu")
+    # under torchrun: join the process group; cuda becomes this rank's GPU
+    rank_device = distributed.init(config["device"])
+    main = distributed.is_main()  # rank 0 (or the only process) writes the run
+    if main and ckpt is None and (run_dir / "checkpoints").exists():
+        raise FileExistsError(f"{run_dir}: already holds a run; resume it with --resume "
+                              f"{run_dir} or choose another --out")
+    if distributed.is_distributed():
+        config["world_size"] = distributed.world_size()
+    env_seed = distributed.rank_seed(config["seed"] + (ckpt["iteration"] if ckpt else 0))
+    env = make_env(task, config["envs"], env_seed, config["task_config"], config["robot"],
+                   config["backend"], str(rank_device))
+    if main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(yaml.safe_dump(config, sort_keys=False), run_dir / "config.yaml")
+    runner = _runner(config, env, run_dir if main else None)
     if ckpt is not None:
         runner.load_state_dict(ckpt)
     runner.learn(config["steps"], callback=callback, progress=progress)
+    if not main:  # rank 0 exports and evaluates
+        return {"rank": distributed.rank(), "env_steps": runner.env_steps,
+                "iterations": runner.iteration}
 
-    policy_path = export(run_dir / "checkpoints" / "latest.pt", run_dir / "policy.onnx")
-    t0 = time.perf_counter()
-    result = evaluate(policy_path, task, episodes=eval_episodes, seed=config["seed"] + 10_000)
+    with distributed.suspended():  # rank 0 alone from here: no collectives
+        policy_path = export(run_dir / "checkpoints" / "latest.pt", run_dir / "policy.onnx")
+        t0 = time.perf_counter()
+        result = evaluate(policy_path, task, episodes=eval_episodes,
+                          seed=config["seed"] + 10_000)
     summary = {
         "task": task, "algo": config["algo"], "seed": config["seed"],
         "env_steps": runner.env_steps, "wall_s": round(runner.wall_s, 2),
@@ -94,6 +144,17 @@ def train(task: str, algo: str | None = None, envs: int | None = None,
     }
     write_text_atomic(json.dumps(summary, indent=2) + "\n", run_dir / "summary.json")
     return summary
+
+
+def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `override` on top; nested mappings merge key by key."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = value
+    return out
 
 
 def _runner(config: dict[str, Any], env, run_dir: Path | None):

@@ -1,4 +1,4 @@
-"""The `simreal` command line: train, export, eval, tasks, robots."""
+"""The `simreal` command line: train, export, eval, play, tasks, robots, deploy."""
 
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from deploy.contract import ContractError
     from robots import RobotError
     from sim.backend import BackendError
+    from simreal.play import PlayError
     from train.checkpoint import CheckpointError
 
-    return (UnknownNameError, RobotError, ContractError, CheckpointError, BackendError,
+    return (UnknownNameError, RobotError, ContractError, CheckpointError, BackendError, PlayError,
             ValidationError, FileNotFoundError, FileExistsError, ValueError)
 
 
@@ -44,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR")
     t.add_argument("--eval-episodes", type=_positive, default=1000)
     t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--backend", choices=["mujoco", "mjwarp"],
+                   help="training simulator: mujoco (C, CPU; default) or mjwarp (MuJoCo Warp)")
+    t.add_argument("--device", help="where the simulator and training run: cpu (default), "
+                                     "cuda, cuda:N (mjwarp only); under torchrun cuda is each "
+                                     "rank's GPU (docs/SCALING.md)")
 
     e = sub.add_parser("export", help="export a checkpoint to ONNX with its policy contract")
     e.add_argument("checkpoint")
@@ -56,13 +62,105 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--json", action="store_true", help="print one JSON object")
 
+    w = sub.add_parser("play", help="watch an ONNX policy: the viewer, or a video where "
+                                     "there is no display")
+    w.add_argument("policy")
+    w.add_argument("--task", help="refuse the policy unless it was trained for this task")
+    w.add_argument("--video", help="write this video (.mp4) instead of opening the viewer "
+                                   "(default without a display: play_<task>.mp4)")
+    w.add_argument("--episodes", type=_positive, default=1)
+    w.add_argument("--seed", type=int, default=0)
+
     sub.add_parser("tasks", help="list the registered tasks")
     sub.add_parser("robots", help="list the registered robots")
+
+    d = sub.add_parser("deploy", help="run an ONNX policy on a robot over ROS 2 (Cyclone DDS "
+                                      "or rclpy) until Ctrl-C")
+    d.add_argument("policy")
+    d.add_argument("--robot", required=True, help="registered robot name or robot folder")
+    d.add_argument("--transport", choices=["dds", "ros2"], default="dds")
+    d.add_argument("--domain-id", type=int, default=0)
+    d.add_argument("--interface", choices=["generic", "native"],
+                   help="generic ROS 2 messages or the robot's own (default: the config's)")
+    d.add_argument("--config", help="node configuration YAML (topics, safety, trigger, ...)")
+    d.add_argument("--network", action="store_true",
+                   help="leave loopback: use CYCLONEDDS_URI / ROS discovery as configured")
+    d.add_argument("--max-cycles", type=_positive, help="stop after this many control periods")
+
+    h = sub.add_parser("hil", help="hardware-in-the-loop: the deploy node against a simulated "
+                                   "robot behind the robot's topics; MCAP log and report")
+    h.add_argument("--robot", required=True, help="registered robot name or robot folder")
+    h.add_argument("--policy", required=True, help="the ONNX policy the node runs")
+    h.add_argument("--scenario", help="scenario YAML (default: hover, or walk at 0.5 m/s)")
+    h.add_argument("--faults", help="fault plan YAML (default: none)")
+    h.add_argument("--out", help="run directory (default runs/hil_<robot>_<scenario>_<time>)")
+    h.add_argument("--interface", choices=["generic", "native"],
+                   help="override the scenario's interface")
+    h.add_argument("--domain-id", type=int, help="DDS domain (default: one of the run's own)")
+    h.add_argument("--network", action="store_true",
+                   help="leave loopback: DDS as CYCLONEDDS_URI / Cyclone's default say")
+    h.add_argument("--real-robot", action="store_true",
+                   help="start no simulated robot: run against the robot on the DDS domain")
     return p
+
+
+def _deploy(args: argparse.Namespace) -> int:
+    """`simreal deploy`, kept apart from the rest: it must not load torch or mujoco."""
+    import logging
+
+    from pydantic import ValidationError
+
+    from deploy.app import deploy
+    from deploy.contract import ContractError
+    from deploy.node import DeployError
+    from robots import RobotError
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="simreal deploy: %(message)s")
+    try:
+        from deploy.dds import TransportError
+        from deploy.ros2 import RclpyUnavailable
+
+        summary = deploy(args.policy, get_robot(args.robot), args.transport, args.domain_id,
+                         args.interface, args.network, args.config, args.max_cycles)
+    except (UnknownNameError, RobotError, ContractError, DeployError, TransportError,
+            RclpyUnavailable, ValidationError, FileNotFoundError, ValueError) as exc:
+        print(f"simreal: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary))
+    return 0
+
+
+def _hil(args: argparse.Namespace) -> int:
+    """`simreal hil`: exit 0 when every check passed, 1 when one failed, 2 on bad input."""
+    from deploy.contract import ContractError
+    from hil.config import HilConfigError
+    from hil.harness import HilError, run_hil
+    from robots import RobotError
+
+    try:
+        report = run_hil(get_robot(args.robot), args.policy, args.scenario, args.faults,
+                         args.out, args.domain_id, args.network, args.real_robot,
+                         args.interface)
+    except (UnknownNameError, RobotError, ContractError, HilConfigError, FileNotFoundError,
+            FileExistsError, ValueError) as exc:
+        print(f"simreal: error: {exc}", file=sys.stderr)
+        return 2
+    except HilError as exc:
+        print(f"simreal hil: failed: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps({"passed": report["passed"],
+                      "checks": {c["name"]: c["passed"] for c in report["checks"]},
+                      "out": str(report["out"])}))
+    return 0 if report["passed"] else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "deploy":
+        return _deploy(args)
+    if args.command == "hil":
+        return _hil(args)
     try:
         return _run(args)
     except _known_errors() as exc:
@@ -87,10 +185,15 @@ def _run(args: argparse.Namespace) -> int:
                   f"{robot.spec.control.rate_hz:g} Hz  {robot.directory}")
     elif args.command == "train":
         summary = api.train(args.task, args.algo, args.envs, args.steps, args.seed, args.out,
-                            args.resume, args.eval_episodes, progress=not args.no_progress)
+                            args.resume, args.eval_episodes, progress=not args.no_progress,
+                            backend=args.backend, device=args.device)
         print(json.dumps(summary))
     elif args.command == "export":
         print(api.export(args.checkpoint, args.out))
+    elif args.command == "play":
+        from simreal.play import play
+
+        print(json.dumps(play(args.policy, args.task, args.video, args.episodes, args.seed)))
     elif args.command == "eval":
         result = api.evaluate(args.policy, args.task, args.episodes, args.seed)
         if args.json:

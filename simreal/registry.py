@@ -22,6 +22,10 @@ from robots import Robot, load_robot_dir
 
 BUILTIN_TASKS: dict[str, str] = {
     "quadrotor-hover": "sim.tasks.quadrotor_hover:QuadrotorHover",
+    "go2-flat": "sim.tasks.go2_locomotion:Go2Flat",
+    "go2-rough": "sim.tasks.go2_rough:Go2Rough",
+    "arm-reach": "sim.tasks.arm_reach:ArmReach",
+    "arm-lift": "sim.tasks.arm_lift:ArmLift",
 }
 ROBOTS_DIR = Path(__file__).resolve().parent.parent / "robots"
 

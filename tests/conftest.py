@@ -1,6 +1,10 @@
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads; see simreal/__init__
+# MuJoCo Warp's compiled kernels (tests/test_mjwarp.py): one cache in the checkout, so every
+# test of a CI run after the first loads them instead of compiling (.gitignored)
+os.environ.setdefault("WARP_CACHE_PATH", os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), ".cache", "warp"))
 
 import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -28,6 +32,6 @@ def trained_run(tmp_path_factory) -> Path:
     from simreal.api import train
 
     out = tmp_path_factory.mktemp("run") / "hover"
-    train("quadrotor-hover", envs=64, steps=2 * STEPS_PER_ITERATION, seed=3, out=out,
+    train("quadrotor-hover", algo="ppo", envs=64, steps=2 * STEPS_PER_ITERATION, seed=3, out=out,
           eval_episodes=8, progress=False)
     return out

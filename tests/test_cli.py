@@ -20,7 +20,9 @@ def test_tasks_and_robots_list(capsys):
 
 def test_unknown_task_lists_the_known_ones(capsys, tmp_path):
     assert main(["train", "no-such-task", "--out", str(tmp_path / "r")]) == 2
-    assert "known tasks: quadrotor-hover" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unknown task 'no-such-task'" in err
+    assert "known tasks:" in err and "quadrotor-hover" in err
     assert not (tmp_path / "r").exists()
 
 

@@ -42,3 +42,90 @@ def test_loop_stops_when_the_cycle_says_so():
 def test_realtime_settings_warn_where_not_permitted():
     warnings = set_realtime(cpu=10_000)  # no such CPU
     assert warnings and "CPU affinity 10000 not applied" in warnings[0]
+
+
+def test_triggered_loop_runs_on_input_and_counts_timeouts():
+    from deploy.loop import run_triggered
+
+    arrivals = [True, True, False, True, False, False]  # False: no state within the period
+    seen = []
+
+    def wait(timeout_s):
+        seen.append(timeout_s)
+        return arrivals[len(seen) - 1]
+
+    stats = run_triggered(lambda k: True, wait, 0.02, max_cycles=6)
+    assert stats.cycles == 6 and stats.deadline_misses == 3
+    assert seen == [0.02] * 6
+
+
+def test_spinning_wakes_on_the_deadline_not_after_it():
+    clock = FakeClock()
+    sleeps = []
+
+    def late_sleep(dt):  # the OS wakes a sleeper 80 us late
+        sleeps.append(dt)
+        clock.t += dt + 80e-6
+
+    def spin_clock():
+        clock.t += 1e-6  # each poll of the clock takes a microsecond
+        return clock.t
+
+    stats = run_loop(lambda k: True, 50.0, max_cycles=3, clock=spin_clock, sleep=late_sleep,
+                     spin_s=200e-6)
+    assert all(dt <= 0.02 - 200e-6 + 1e-9 for dt in sleeps)
+    assert stats.jitter.percentile(100) < 5.0  # microseconds, not 80
+
+
+def test_sleep_until_wakes_at_or_after_the_deadline_even_through_a_signal():
+    import signal
+    import sys
+    import time
+
+    import pytest
+
+    from deploy.loop import sleep_until
+
+    if sleep_until is None:
+        pytest.skip("no clock_nanosleep on CLOCK_MONOTONIC here")
+    assert sys.platform == "linux"
+    hits = []
+    old = signal.signal(signal.SIGALRM, lambda *_: hits.append(time.perf_counter()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.005)
+        deadline = time.perf_counter() + 0.03
+        sleep_until(deadline)
+        woke = time.perf_counter()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert len(hits) == 1 and hits[0] < deadline  # the handler ran during the sleep
+    assert woke >= deadline  # and the sleep went on to the deadline
+
+
+def test_wakeup_hints_apply_to_the_thread_and_are_restored():
+    import ctypes
+    import sys
+
+    import pytest
+
+    from deploy.loop import wakeup_hints
+
+    if sys.platform != "linux":
+        pytest.skip("Linux only")
+    libc = ctypes.CDLL(None)
+
+    def slack() -> int:
+        return libc.prctl(30, 0, 0, 0, 0)  # PR_GET_TIMERSLACK, this thread's
+
+    before = slack()
+    with wakeup_hints() as applied:
+        assert "timer slack 1 ns" in applied
+        assert slack() == 1
+    assert slack() == before != 1
+
+
+def test_real_clock_loop_runs_its_cycles_with_the_default_sleep():
+    stats = run_loop(lambda k: True, 200.0, max_cycles=5, spin_s=100e-6)
+    assert stats.cycles == 5 and len(stats.jitter.samples) == 5
+    assert min(stats.jitter.samples) >= 0.0

@@ -86,3 +86,4 @@ def test_rsl_rl_on_policy_runner_trains_on_our_env(tmp_path):
     runner.learn(num_learning_iterations=3)
     assert runner.current_learning_iteration == 2
     assert env.episode_length_buf.max() > 0
+

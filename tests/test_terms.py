@@ -41,6 +41,11 @@ def test_every_term_gives_the_same_numbers_on_numpy_and_torch(name):
         "orientation": _random_quats(8), "position": rng.normal(size=(8, 3)),
         "target_position": rng.normal(size=(8, 3)), "linear_velocity": rng.normal(size=(8, 3)),
         "angular_velocity": rng.normal(size=(8, 3)), "last_action": rng.normal(size=(8, 4)),
+        "joint_pos": rng.normal(size=(8, 4)), "default_joint_pos": rng.normal(size=(1, 4)),
+        "joint_vel": rng.normal(size=(8, 4)), "velocity_command": rng.normal(size=(8, 3)),
+        "ee_position": rng.normal(size=(8, 3)), "ee_orientation": _random_quats(8),
+        "target_orientation": _random_quats(8), "object_position": rng.normal(size=(8, 3)),
+        "object_orientation": _random_quats(8), "lift_height": rng.normal(size=(8, 1)),
     }
     a = TERMS[name].fn(sig)
     b = TERMS[name].fn({k: torch.from_numpy(v) for k, v in sig.items()}).numpy()
@@ -77,3 +82,32 @@ def test_sim_observation_equals_deploy_observation_on_the_same_state():
     # and the critic's noise-free copy of the actor terms is that same vector
     critic = env.get_observations()["critic"][:, : env.contract().obs_dim]
     np.testing.assert_allclose(critic.numpy(), deploy_obs, atol=1e-6)
+
+
+def test_integral_term_accumulates_decays_clips_and_resets():
+    term = ObsTerm(name="position_error_integral", dim=3, clip=0.5, integral_time_constant_s=1.0)
+    b = ObservationBuilder([term], num_actions=4, dt=0.1)
+    sig = {"position": np.full((2, 3), 1.0), "target_position": np.zeros((2, 3))}
+    decay = np.exp(-0.1)
+    assert np.allclose(b.build(sig), 0.1)  # dt * error after one period
+    assert np.allclose(b.build(sig), 0.1 * decay + 0.1)
+    for _ in range(20):
+        out = b.build(sig)
+    assert np.allclose(out, 0.5)  # held at the clip: no wind-up beyond it
+    b.reset(np.array([True, False]))
+    out = b.build(sig)
+    assert np.allclose(out[0], 0.1) and np.allclose(out[1], 0.5)
+    with pytest.raises(ValueError, match="need the control period"):
+        ObservationBuilder([term], num_actions=4)
+
+
+def test_integral_term_is_the_same_on_numpy_and_torch():
+    term = ObsTerm(name="position_error_integral", dim=3, scale=2.0, clip=3.0,
+                   integral_time_constant_s=0.5)
+    rng = np.random.default_rng(3)
+    a, b = (ObservationBuilder([term], 4, dt=0.01) for _ in range(2))
+    for _ in range(5):
+        sig = {"position": rng.normal(size=(4, 3)), "target_position": rng.normal(size=(4, 3))}
+        x = a.build(sig)
+        y = b.build({k: torch.from_numpy(v) for k, v in sig.items()}).numpy()
+        np.testing.assert_allclose(x, y, rtol=0, atol=1e-12)

@@ -18,15 +18,19 @@ class EmpiricalNormalization(nn.Module):
         self.register_buffer("mean", torch.zeros(dim))
         self.register_buffer("var", torch.ones(dim))
         self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+        # (n, mean, var) -> the moments of every process's batch (train/distributed.py)
+        self.reduce = None
 
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
         x = x.reshape(-1, x.shape[-1])
         n = x.shape[0]
         batch_mean, batch_var = x.mean(0), x.var(0, unbiased=False)
+        if self.reduce is not None:
+            n, batch_mean, batch_var = self.reduce(n, batch_mean, batch_var)
         total = self.count + n
         delta = batch_mean - self.mean
-        w = float(n / total)
+        w = n / total  # a tensor: no host sync on an accelerator
         self.mean += delta * w
         self.var = (self.var * (1 - w) + batch_var * w + delta.square() * w * (1 - w))
         self.count.copy_(total)
@@ -61,7 +65,13 @@ class ActorCritic(nn.Module):
 
     def distribution(self, actor_obs: torch.Tensor) -> torch.distributions.Normal:
         mean = self.actor(self.actor_norm(actor_obs))
-        return torch.distributions.Normal(mean, self.log_std.exp().expand_as(mean))
+        # no argument validation: it costs a check and a sync per call on the hot path
+        return torch.distributions.Normal(mean, self.log_std.exp().expand_as(mean),
+                                          validate_args=False)
+
+    def parameter_groups(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
+        """(actor's parameters, critic's parameters)."""
+        return [*self.actor.parameters(), self.log_std], list(self.critic.parameters())
 
     def value(self, critic_obs: torch.Tensor) -> torch.Tensor:
         return self.critic(self.critic_norm(critic_obs)).squeeze(-1)

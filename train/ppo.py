@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from train import distributed
 from train.modules import ActorCritic
 from train.storage import RolloutStorage
 
@@ -36,6 +37,7 @@ class PPO:
         self.policy, self.cfg, self.generator = policy, cfg, generator
         self.learning_rate = cfg.learning_rate
         self.optimizer = torch.optim.Adam(policy.parameters(), lr=self.learning_rate)
+        self.optimizer_params = distributed.optimizer_params(self.optimizer)
 
     def update(self, storage: RolloutStorage) -> dict[str, float]:
         cfg, policy = self.cfg, self.policy
@@ -51,6 +53,7 @@ class PPO:
                 kl = (torch.log(dist.stddev / mb["sigma"])
                       + (mb["sigma"].square() + (mb["mu"] - dist.mean).square())
                       / (2 * dist.stddev.square()) - 0.5).sum(-1).mean()
+                kl = distributed.mean(kl)  # every rank adapts the rate alike
                 if kl > 2 * cfg.desired_kl:
                     self.learning_rate = max(1e-5, self.learning_rate / 1.5)
                 elif 0 < kl < cfg.desired_kl / 2:
@@ -71,7 +74,11 @@ class PPO:
 
             self.optimizer.zero_grad(set_to_none=True)
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            distributed.all_reduce_gradients(self.optimizer_params)  # no-op on one process
+            # actor and critic share no weights: clipped apart, a large value loss (returns in
+            # the hundreds) cannot shrink the actor's step
+            for group in policy.parameter_groups():
+                torch.nn.utils.clip_grad_norm_(group, cfg.max_grad_norm)
             self.optimizer.step()
 
             stats["loss/surrogate"] += surrogate.item()

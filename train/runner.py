@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from train import distributed
 from train.checkpoint import save_atomic
 from train.modules import ActorCritic, DeterministicActor
 from train.ppo import PPO, PPOConfig
@@ -25,15 +27,22 @@ class OnPolicyRunner:
         self.env, self.cfg, self.run_dir = env, cfg, run_dir
         self.run_config = run_config
         self.checkpoint_every = checkpoint_every
-        torch.manual_seed(seed)
+        # everything on the env's device (a GPU backend's tensors never leave it); under
+        # torchrun each rank samples differently and starts from rank 0's weights
+        self.device = torch.device(getattr(env, "device", "cpu"))
+        torch.manual_seed(distributed.rank_seed(seed))
         obs = env.get_observations()
         self.actor_dim, self.critic_dim = obs["policy"].shape[-1], obs["critic"].shape[-1]
         self.policy = ActorCritic(self.actor_dim, self.critic_dim, env.num_actions,
-                                  cfg.actor_hidden, cfg.critic_hidden, cfg.init_std)
-        self.generator = torch.Generator().manual_seed(seed + 1)
+                                  cfg.actor_hidden, cfg.critic_hidden, cfg.init_std
+                                  ).to(self.device)
+        distributed.broadcast_module(self.policy)
+        distributed.sync_normalizers(self.policy)
+        self.generator = torch.Generator(device=self.device).manual_seed(
+            distributed.rank_seed(seed) + 1)
         self.alg = PPO(self.policy, cfg, self.generator)
         self.storage = RolloutStorage(cfg.steps_per_env, env.num_envs, self.actor_dim,
-                                      self.critic_dim, env.num_actions)
+                                      self.critic_dim, env.num_actions, self.device)
         self.iteration = 0
         self.env_steps = 0
         self.wall_s = 0.0  # training time over all sessions of this run
@@ -55,6 +64,7 @@ class OnPolicyRunner:
 
     def load_state_dict(self, ckpt: dict[str, Any]) -> None:
         self.policy.load_state_dict(ckpt["model"])
+        distributed.broadcast_module(self.policy)
         self.alg.optimizer.load_state_dict(ckpt["optimizer"])
         self.alg.learning_rate = ckpt["learning_rate"]
         self.iteration, self.env_steps = ckpt["iteration"], ckpt["env_steps"]
@@ -69,7 +79,8 @@ class OnPolicyRunner:
         return path
 
     def exportable_actor(self) -> torch.nn.Module:
-        return DeterministicActor(self.policy)
+        """A CPU copy (training may run on a GPU; export and deploy run on the CPU)."""
+        return DeterministicActor(copy.deepcopy(self.policy).cpu())
 
     # --- learning ----------------------------------------------------------------------------
     def learn(self, total_env_steps: int, callback: Callback | None = None,
@@ -77,10 +88,10 @@ class OnPolicyRunner:
         env, cfg, policy, storage = self.env, self.cfg, self.policy, self.storage
         obs = env.get_observations()
         stats: dict[str, float] = {}
-        episode_log: dict[str, list[float]] = {}
+        episode_log = distributed.StepLog()  # per-step values stay on the device
         bar = tqdm(total=total_env_steps, initial=min(self.env_steps, total_env_steps),
-                   unit="step", unit_scale=True, disable=not progress, mininterval=1.0,
-                   dynamic_ncols=True)
+                   unit="step", unit_scale=True, disable=not progress or not distributed.is_main(),
+                   mininterval=1.0, dynamic_ncols=True)
         while self.env_steps < total_env_steps:
             start = time.perf_counter()
             with torch.inference_mode():
@@ -96,21 +107,19 @@ class OnPolicyRunner:
                     rewards = rewards + cfg.gamma * values * extras["time_outs"].float()
                     storage.add(actor_obs, critic_obs, actions, dist.log_prob(actions).sum(-1),
                                 dist.mean, dist.stddev, values, rewards, dones)
-                    for key, value in extras["log"].items():
-                        episode_log.setdefault(key, []).append(float(value))
+                    episode_log.add(extras["log"])
                 last_values = policy.value(obs["critic"])
             storage.finish(last_values, cfg.gamma, cfg.lam)
             stats = self.alg.update(storage)
             self.iteration += 1
-            steps = cfg.steps_per_env * env.num_envs
+            steps = cfg.steps_per_env * env.num_envs * distributed.world_size()  # all ranks
             self.env_steps += steps
+            stats["mean_reward"] = distributed.mean(storage.rewards.mean()).item()
+            for key, value in episode_log.means().items():
+                stats[key.lstrip("/")] = value
             elapsed = time.perf_counter() - start
             self.wall_s += elapsed
             stats["steps_per_s"] = steps / elapsed
-            stats["mean_reward"] = storage.rewards.mean().item()
-            for key, values in episode_log.items():
-                stats[key.lstrip("/")] = sum(values) / len(values)
-            episode_log.clear()
             self._log(stats)
             bar.update(steps)
             bar.set_postfix({"steps/s": f"{stats['steps_per_s']:.0f}",
@@ -118,7 +127,7 @@ class OnPolicyRunner:
                              "success": f"{stats.get('episode/success_rate', 0.0):.2f}"})
             if self.run_dir is not None and self.iteration % self.checkpoint_every == 0:
                 self.save()
-            if callback is not None and callback(self, stats):
+            if callback is not None and distributed.any_rank(bool(callback(self, stats))):
                 break
         bar.close()
         if self.run_dir is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import torch
@@ -28,9 +29,9 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, dones: torch.Tensor,
 
 class RolloutStorage:
     def __init__(self, steps: int, num_envs: int, actor_dim: int, critic_dim: int,
-                 num_actions: int):
+                 num_actions: int, device: torch.device | str = "cpu"):
         self.steps, self.num_envs = steps, num_envs
-        z = torch.zeros
+        z = functools.partial(torch.zeros, device=device)
         self.actor_obs = z(steps, num_envs, actor_dim)
         self.critic_obs = z(steps, num_envs, critic_dim)
         self.actions = z(steps, num_envs, num_actions)
@@ -71,7 +72,7 @@ class RolloutStorage:
             "actor_obs", "critic_obs", "actions", "log_probs", "mu", "sigma", "values",
             "advantages", "returns")}
         for _ in range(epochs):
-            perm = torch.randperm(n, generator=generator)
+            perm = torch.randperm(n, generator=generator, device=generator.device)
             for i in range(num_minibatches):
                 idx = perm[i * size:(i + 1) * size]
                 yield {k: v[idx] for k, v in flat.items()}

@@ -17,11 +17,11 @@ import math
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
 from robots import Robot
-from sim.backend import MujocoBackend
+from sim import rotors
 from sim.sampling import in_ball, tilted_quat, uniform
 from sim.vec_env import TaskConfig, VecEnv
 
@@ -29,10 +29,20 @@ GRAVITY = 9.81
 
 # what `simreal train quadrotor-hover` uses unless told otherwise (measured on 2 cores)
 TRAIN_DEFAULTS = {
-    "algo": "ppo",
+    # SAC reached 95% in 3 of 3 seeds, median 63 s; PPO peaked around 93-95% at 4M steps
+    # (~105 s), not reliably (bench/compare_algos.py, docs/ARCHITECTURE.md)
+    "algo": "sac",
     "ppo": {"envs": 256, "steps": 4_000_000,
             "config": {"steps_per_env": 16, "epochs": 4, "minibatches": 1, "value_clip": 20.0,
                        "critic_hidden": [64, 64], "init_std": 0.15}},
+    # off-policy (train/sac.py, train/td3.py): few, cheap updates; see docs/ARCHITECTURE.md
+    "sac": {"envs": 256, "steps": 1_500_000,
+            "config": {"batch_size": 1024, "actor_hidden": [64, 64], "critic_hidden": [128, 128],
+                       "actor_lr": 1e-3, "critic_lr": 1e-3, "alpha_lr": 1e-3, "alpha_init": 0.01,
+                       "tau": 0.05, "reward_scale": 0.1}},
+    "td3": {"envs": 256, "steps": 800_000,
+            "config": {"batch_size": 1024, "actor_hidden": [64, 64], "critic_hidden": [128, 128],
+                       "actor_lr": 1e-3, "critic_lr": 1e-3, "tau": 0.05, "reward_scale": 0.1}},
 }
 
 
@@ -83,6 +93,9 @@ class RewardConfig(_Cfg):
 class HoverConfig(TaskConfig):
     episode_s: float = 5.0
     target: tuple[float, float, float] = (0.0, 0.0, 1.0)
+    # integral action: the actor also sees the leaky integral of the position error (time
+    # constant in s), which a steady disturbance or a thrust mismatch builds up
+    integral_time_constant_s: float | None = Field(default=None, gt=0)
     crash_distance: float = 2.0  # m from the target
     # rad/s; the Crazyflie's gyro saturates at 2000 deg/s, and spinning faster makes the
     # explicit integrator unstable at this time step
@@ -104,14 +117,15 @@ class QuadrotorHover(VecEnv):
     train_defaults = TRAIN_DEFAULTS
 
     def __init__(self, robot: Robot, cfg: HoverConfig, num_envs: int, seed: int,
-                 nthread: int | None = None):
+                 nthread: int | None = None, backend: str = "mujoco",
+                 device: str | torch.device = "cpu"):
         spec = robot.spec
         if spec.kind != "quadrotor" or spec.rotor_model is None:
             raise ValueError(f"{self.name} needs a quadrotor robot, {robot.name} is {spec.kind}")
         self.rotor = spec.rotor_model
         self.hover_fraction = math.sqrt(spec.mass * GRAVITY / (4 * self.rotor.max_thrust))
-        super().__init__(robot, cfg, num_envs, seed)
-        self.backend = MujocoBackend(robot.mjcf_path, num_envs, nthread)
+        super().__init__(robot, cfg, num_envs, seed, backend=backend, device=device)
+        self.backend = self.make_backend(robot.mjcf_path, nthread)
         b = self.backend
         self.base = b.body_id(spec.base_body)
         self._sensors: dict[str, torch.Tensor] | None = None
@@ -139,13 +153,17 @@ class QuadrotorHover(VecEnv):
 
     # --- contract --------------------------------------------------------------------------
     def policy_terms(self) -> list[ObsTerm]:
-        return [
+        terms = [
             ObsTerm(name="position_error", dim=3, clip=3.0),
             ObsTerm(name="rotation_matrix", dim=9, clip=1.0),
             ObsTerm(name="linear_velocity", dim=3, scale=0.5, clip=5.0),
             ObsTerm(name="angular_velocity", dim=3, scale=0.1, clip=5.0),
             ObsTerm(name="last_action", dim=4, clip=1.0),
         ]
+        if self.cfg.integral_time_constant_s is not None:
+            terms.append(ObsTerm(name="position_error_integral", dim=3, clip=1.0,
+                                 integral_time_constant_s=self.cfg.integral_time_constant_s))
+        return terms
 
     def contract(self) -> PolicyContract:
         h = self.hover_fraction
@@ -198,11 +216,12 @@ class QuadrotorHover(VecEnv):
     def apply_actions(self, actions: torch.Tensor) -> None:
         h = self.hover_fraction
         command = h + (1 - h) * actions  # the contract's action mapping
-        # first-order lag, integrated exactly over the control period
-        alpha = 1 - torch.exp(-self.dt / (self.rotor.time_constant * self.tau_scale))
-        self.rotor_speed += alpha[:, None] * (command - self.rotor_speed)
-        thrust = self.rotor.max_thrust * self.thrust_scale[:, None] * self.rotor_speed ** 2
-        self.backend.ctrl[:] = thrust
+        # first-order lag, integrated exactly over the control period (sim/rotors.py, which
+        # the HIL robot shares)
+        alpha = rotors.lag_alpha(self.dt, self.rotor.time_constant * self.tau_scale)
+        self.rotor_speed.copy_(rotors.lag_step(self.rotor_speed, command, alpha[:, None]))
+        self.backend.ctrl[:] = rotors.thrust(self.rotor_speed, self.rotor.max_thrust,
+                                             self.thrust_scale[:, None])
         self.backend.xfrc_applied[:, self.base, :3] = self.disturbance
         self.backend.step(self.decimation)
         self._sensors = None
@@ -225,7 +244,7 @@ class QuadrotorHover(VecEnv):
         inside = (err < self.cfg.success_position) & (speed < self.cfg.success_speed)
         self.hold_steps = torch.where(inside, self.hold_steps + 1, 0)
         self.position_error = err
-        log = {"/reward/position_error_m": err.mean().item()}
+        log = {"/reward/position_error_m": err.mean()}  # a tensor: no host sync per step
         return reward, crashed, log
 
     def step_metrics(self) -> dict[str, torch.Tensor]:
@@ -240,7 +259,8 @@ class QuadrotorHover(VecEnv):
         in_window = (t < lengths[None]) & (t >= lengths[None] - self.window)
         hold = err[in_window]
         return {"position_error_mean": hold.mean().item(),
-                "position_error_p95": torch.quantile(hold, 0.95).item()}
+                "position_error_p95": torch.quantile(hold, 0.95).item(),
+                "crash_rate": (lengths < self.max_episode_length).float().mean().item()}
 
     def reset_envs(self, ids: torch.Tensor) -> dict[str, Any]:
         n, g, c = len(ids), self.generator, self.cfg
@@ -251,6 +271,7 @@ class QuadrotorHover(VecEnv):
             ok = timed_out & (self.hold_steps[ids] >= self.window)
             self.success[ids] = ok
             stats["/episode/success_rate"] = ok[ended].float().mean().item()
+
             stats["/episode/crash_rate"] = (~timed_out[ended]).float().mean().item()
             stats["/episode/return"] = self.episode_return[ids][ended].mean().item()
         rnd = c.randomization
@@ -260,9 +281,11 @@ class QuadrotorHover(VecEnv):
         self.tau_scale[ids] = uniform(n, *rnd.motor_time_constant, g)
         weight = self.nominal_mass * GRAVITY
         self.disturbance[ids] = in_ball(n, rnd.disturbance_force * weight, g)
-        self.body_mass[ids, self.base] = (self.nominal_mass * self.mass_scale[ids]).double()
+        # in the backend's float type (float64 on mujoco, float32 on mjwarp)
+        self.body_mass[ids, self.base] = (self.nominal_mass * self.mass_scale[ids]
+                                          ).to(self.body_mass.dtype)
         self.body_inertia[ids, self.base] = (self.nominal_inertia * self.inertia_scale[ids]
-                                             ).double()
+                                             ).to(self.body_inertia.dtype)
 
         b = self.backend
         # No backend.reset(): this task writes all the state it depends on (qpos and qvel
@@ -272,8 +295,8 @@ class QuadrotorHover(VecEnv):
         quat = tilted_quat(n, math.radians(c.init.tilt_deg), g)
         vel = in_ball(n, c.init.speed, g)
         ang = in_ball(n, c.init.angular_rate, g)  # body frame, as MuJoCo's free joint
-        b.qpos[ids] = torch.cat([pos, quat], dim=-1).double()
-        b.qvel[ids] = torch.cat([vel, ang], dim=-1).double()
+        b.qpos[ids] = torch.cat([pos, quat], dim=-1).to(b.qpos.dtype)
+        b.qvel[ids] = torch.cat([vel, ang], dim=-1).to(b.qvel.dtype)
         b.forward(ids)
         self._sensors = None
 

@@ -1,0 +1,270 @@
+"""Deploy-side latency: inference, the full control cycle, loop jitter, DDS state-to-command.
+
+    python bench/deploy_latency.py [--json] [--policy P.onnx --robot DIR ...] [--quick]
+
+- `inference_*`: onnxruntime (one intra-op thread) on one observation, per policy: the
+  quadrotor hover policy (the PPO default actor, 64-64) and a legged 45-512-256-128-12 MLP
+  (the anchor's size) on robots/go2 when it loads (else a small legged test robot), plus any
+  --policy given. Weights are random: inference time does not depend on them.
+- `cycle_*`: the node's compute for one period at batch 1 (observation build, inference,
+  safety clamps), per policy; `cycle_p99_us` is the worst policy's p99.
+- `jitter_{50,200}hz_*`: wake-up lateness of the real-time loop running the legged node's
+  cycle (in-process bus), deadline misses.
+- `dds_p99_us` (and p50, max): a second process plays the robot over Cyclone DDS on loopback:
+  it publishes a state (JointState + Imu) and times until the node's command arrives; the
+  node runs lock-step (`trigger: state`). `dds_native_*`: the same with Unitree's LowState ->
+  LowCmd (CRC included).
+
+The last stdout line is one JSON object; it is also written to bench/results/deploy_latency.json.
+Run it under the CPU lock: `flock /tmp/simreal-cpu.lock python bench/deploy_latency.py --json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import _common
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from deploy import dds  # noqa: E402
+from deploy.app import prepare, run  # noqa: E402
+from deploy.interfaces import Go2Native, JointGeneric  # noqa: E402
+from deploy.loop import run_loop  # noqa: E402
+from deploy.policy import OnnxPolicy  # noqa: E402
+from deploy.transport import LocalBus  # noqa: E402
+from robots import Robot, load_robot_dir  # noqa: E402
+
+
+def pct(samples: list[float]) -> dict[str, float]:
+    a = np.asarray(samples)
+    return {"p50": round(float(np.percentile(a, 50)), 1),
+            "p99": round(float(np.percentile(a, 99)), 1), "max": round(float(a.max()), 1)}
+
+
+def standing(robot: Robot) -> dict[str, np.ndarray]:
+    n = len(robot.spec.joints)
+    return {"joint_pos": np.array([j.default for j in robot.spec.joints]),
+            "joint_vel": np.zeros(n), "orientation": np.array([1.0, 0.0, 0.0, 0.0]),
+            "angular_velocity": np.zeros(3), "linear_acceleration": np.array([0, 0, 9.81])}
+
+
+def hovering() -> dict[str, np.ndarray]:
+    return {"position": np.array([0.0, 0.0, 1.0]), "orientation": np.array([1.0, 0, 0, 0]),
+            "linear_velocity": np.zeros(3), "angular_velocity": np.zeros(3)}
+
+
+def make_policies(out: Path) -> list[tuple[str, Path, Robot]]:
+    """(label, policy, robot): the hover policy and a legged MLP of the anchor's size."""
+    from simreal.api import make_env
+    from tests.test_node_fixtures import export_policy, legbot_contract, write_legbot
+
+    crazyflie = load_robot_dir(ROOT / "robots" / "crazyflie")
+    hover = make_env("quadrotor-hover", num_envs=1, seed=0).contract()
+    policies = [("hover_64x64", export_policy(hover, out / "hover.onnx", hidden=(64, 64)),
+                 crazyflie)]
+    try:
+        legged = load_robot_dir(ROOT / "robots" / "go2")
+    except Exception:  # robots/go2 not there (yet): the small legged test robot
+        legged = load_robot_dir(write_legbot(out / "legbot"))
+    contract = legbot_contract(legged)
+    policies.append((f"{legged.name}_512x256x128", export_policy(
+        contract, out / "legged.onnx", hidden=(512, 256, 128)), legged))
+    return policies
+
+
+def inference(policy: OnnxPolicy, n: int) -> dict[str, float]:
+    obs = np.random.default_rng(0).normal(size=(1, policy.contract.obs_dim)).astype(np.float32)
+    for _ in range(200):
+        policy(obs)
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        policy(obs)
+        times.append((time.perf_counter() - t) * 1e6)
+    return pct(times)
+
+
+def node_for(policy: Path, robot: Robot, bus=None, **cfg):
+    node = prepare(policy, robot, bus or LocalBus(), {"safety": {"soft_start_s": 0.0}, **cfg})
+    node.signals.update(standing(robot) if robot.spec.joints else hovering())
+    node._seen.update(node.state_keys)
+    return node
+
+
+def cycle(node, n: int) -> tuple[dict[str, float], dict[str, float]]:
+    for _ in range(200):
+        node.compute(True)
+    compute, encode = [], []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        command = node.compute(True)
+        t1 = time.perf_counter()
+        node.interface.encode(command, node.safety.mode, node.signals)
+        t2 = time.perf_counter()
+        compute.append((t1 - t0) * 1e6)
+        encode.append((t2 - t1) * 1e6)
+    return pct(compute), pct(encode)
+
+
+def jitter(policy: Path, robot: Robot, rate_hz: float, seconds: float) -> dict[str, float]:
+    node = node_for(policy, robot)
+
+    def step(k: int) -> bool:
+        node.publish(node.compute(True), node.safety.mode)
+        return True
+
+    stats = run_loop(step, rate_hz, max_cycles=int(rate_hz * seconds),
+                     spin_s=node.cfg.spin_us * 1e-6)  # as `simreal deploy` runs it
+    s = stats.summary()
+    return {"p50": round(s["jitter_p50_us"], 1), "p99": round(s["jitter_p99_us"], 1),
+            "max": round(s["jitter_max_us"], 1), "cycles": s["cycles"],
+            "deadline_misses": s["deadline_misses"]}
+
+
+# --- DDS: the robot process ---------------------------------------------------------------------
+def robot_process(args: argparse.Namespace) -> None:
+    """Publish a state, time until the command arrives, repeat; print one JSON line."""
+    robot = load_robot_dir(args.robot_dir)
+    bus = dds.Transport(domain_id=args.domain)
+    if args.interface == "native":
+        side = Go2Native(robot, np.full(len(robot.spec.joints), 20.0),
+                         np.full(len(robot.spec.joints), 0.5), 1.0)
+    else:
+        side = JointGeneric(robot)
+    pubs = {s.key: bus.publisher(s.default, s.type, s.qos) for s in side.state_topics}
+    key = side.command_topics[0].key
+    sub = bus.subscription(side.command_topics[0].default, side.command_topics[0].type,
+                           side.command_topics[0].qos)
+    sig = standing(robot)
+    lat, lost = [], 0
+    deadline = time.monotonic() + 120.0
+    k = 0
+    while k < args.count + 100 and time.monotonic() < deadline:
+        messages = side.state_messages(sig)
+        t0 = time.perf_counter()
+        for topic_key, msg in messages:
+            pubs[topic_key].write(msg)
+        if sub.wait(0.2):
+            t1 = time.perf_counter()
+            sub.take()
+            if k >= 100:  # the first ones include discovery and warm-up
+                lat.append((t1 - t0) * 1e6)
+            k += 1
+        else:
+            lost += 1
+        time.sleep(args.pause)
+    del key
+    print(json.dumps({**pct(lat), "samples": len(lat), "timeouts": lost}), flush=True)
+
+
+def dds_latency(policy: Path, robot: Robot, interface: str, domain: int, count: int
+                ) -> dict[str, float]:
+    dds.use_loopback()
+    node = prepare(policy, robot, dds.Transport(domain_id=domain),
+                   {"trigger": "state", "interface": interface,
+                    "safety": {"soft_start_s": 0.0, "watchdog_periods": 1000},
+                    "status_period_s": 1000.0})
+    stop = threading.Event()
+    summary: dict = {}
+    thread = threading.Thread(target=lambda: summary.update(run(node, None, stop)), daemon=True)
+    thread.start()
+    env = dict(os.environ, CYCLONEDDS_URI=dds.LOOPBACK_CONFIG)
+    try:
+        out = subprocess.run(
+            [sys.executable, __file__, "--robot-process", "--robot-dir", str(robot.directory),
+             "--interface", interface, "--domain", str(domain), "--count", str(count)],
+            env=env, capture_output=True, text=True, timeout=300, check=True).stdout
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    robot_side = json.loads(out.strip().splitlines()[-1])
+    loop = summary.get("loop", {})  # the node's own time per cycle (take, compute, publish)
+    return {**robot_side, "node_cycle_p50_us": round(loop.get("latency_p50_us", float("nan")), 1),
+            "node_cycle_p99_us": round(loop.get("latency_p99_us", float("nan")), 1)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", action="store_true", help="(the last line is JSON regardless)")
+    p.add_argument("--policy", action="append", default=[], help="also time this policy")
+    p.add_argument("--robot", action="append", default=[], help="robot folder of --policy")
+    p.add_argument("--quick", action="store_true", help="fewer samples (a smoke run)")
+    p.add_argument("--robot-process", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--robot-dir", help=argparse.SUPPRESS)
+    p.add_argument("--interface", default="generic", help=argparse.SUPPRESS)
+    p.add_argument("--domain", type=int, default=40, help=argparse.SUPPRESS)
+    p.add_argument("--count", type=int, default=2000, help=argparse.SUPPRESS)
+    p.add_argument("--pause", type=float, default=0.005, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.robot_process:
+        return robot_process(args)
+
+    n = 500 if args.quick else 5000
+    tmp = Path(tempfile.mkdtemp(prefix="deploy_latency_"))
+    policies = make_policies(tmp)
+    for path, robot_dir in zip(args.policy, args.robot, strict=True):
+        policies.append((Path(path).stem, Path(path), load_robot_dir(robot_dir)))
+
+    result: dict = {"policies": {}}
+    for label, path, robot in policies:
+        pol = OnnxPolicy(path)
+        inf = inference(pol, n)
+        comp, enc = cycle(node_for(path, robot), n)
+        row = {"robot": robot.name, "obs_dim": pol.contract.obs_dim,
+               "inference_p50_us": inf["p50"], "inference_p99_us": inf["p99"],
+               "cycle_p50_us": comp["p50"], "cycle_p99_us": comp["p99"],
+               "encode_p99_us": enc["p99"]}
+        if robot.spec.kind == "legged":
+            _, native = cycle(node_for(path, robot, interface="native"), n // 5)
+            row["encode_native_p99_us"] = native["p99"]
+        result["policies"][label] = row
+        print(f"{label:28s} inference p50 {inf['p50']:7.1f} us p99 {inf['p99']:7.1f} us | "
+              f"cycle p50 {comp['p50']:7.1f} us p99 {comp['p99']:7.1f} us | "
+              f"encode p99 {enc['p99']:6.1f} us")
+    result["cycle_p99_us"] = max(r["cycle_p99_us"] for r in result["policies"].values())
+
+    _, legged_path, legged = policies[1]
+    seconds = 2.0 if args.quick else 10.0
+    for rate in (50, 200):
+        j = jitter(legged_path, legged, rate, seconds if rate == 50 else seconds / 2)
+        for key in ("p50", "p99", "max"):
+            result[f"jitter_{rate}hz_{key}_us"] = j[key]
+        result[f"jitter_{rate}hz_deadline_misses"] = j["deadline_misses"]
+        print(f"loop jitter at {rate} Hz over {j['cycles']} cycles: p50 {j['p50']} us, "
+              f"p99 {j['p99']} us, max {j['max']} us, deadline misses {j['deadline_misses']}")
+
+    count = 300 if args.quick else 2000
+    generic = dds_latency(legged_path, legged, "generic", 41, count)
+    native = dds_latency(legged_path, legged, "native", 42, count)
+    for prefix, d in (("dds", generic), ("dds_native", native)):
+        for key in ("p50", "p99", "max"):
+            result[f"{prefix}_{key}_us"] = d[key]
+        result[f"{prefix}_samples"] = d["samples"]
+    print(f"DDS state -> command over loopback, {legged.name} generic (JointState + Imu -> "
+          f"Float64MultiArray): p50 {generic['p50']} us, p99 {generic['p99']} us, max "
+          f"{generic['max']} us ({generic['samples']} samples)")
+    print(f"DDS state -> command over loopback, {legged.name} native (LowState -> LowCmd): "
+          f"p50 {native['p50']} us, p99 {native['p99']} us, max {native['max']} us")
+    result["targets"] = {"cycle_p99_us": 200, "jitter_50hz_p99_us": 500, "dds_p99_us": 1000}
+    result["met"] = {"cycle_p99_us": result["cycle_p99_us"] <= 200,
+                     "jitter_50hz_p99_us": result["jitter_50hz_p99_us"] <= 500,
+                     "dds_p99_us": result["dds_p99_us"] <= 1000}
+    path = _common.write_result("deploy_latency", result)
+    print(f"wrote {path}")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

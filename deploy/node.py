@@ -1,0 +1,436 @@
+"""The deploy node: transport + robot interface + policy runner + safety layer, one cycle at a time.
+
+Each control period `cycle()`:
+1. takes what arrived: state messages (decoded to signals by the robot interface), user
+   commands (cmd_vel -> `velocity_command`, a PointStamped -> `target_position`, each clamped
+   to the range the policy was trained on), the e-stop (std_msgs/Bool true engages; it latches
+   until a true on the reset topic, which is refused while the e-stop input is still asserted);
+2. builds the observation with the contract's terms, infers, maps to a command
+   (PolicyRunner), and passes it through the safety layer: joint position, velocity (rate) and
+   torque clamps, NaN guard, stale-input watchdog counted in control periods, tilt/fall
+   damping, soft start from the measured pose;
+3. publishes the safe command (or the damping command) through the interface's codecs.
+
+Nothing is published before the first complete state (every state topic seen once). A state
+with a non-finite value counts as not fresh and the last safe command is held. Mode changes
+are logged with their reason (logger `simreal.safety`); `status_line()` summarises the node.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from deploy import codecs
+from deploy.arm import ArmGeneric, orientation_command, pose_signals
+from deploy.interfaces import (
+    COMMAND_INPUTS,
+    INPUT_TOPICS,
+    Go2Native,
+    JointGeneric,
+    Px4Native,
+    QuadGeneric,
+    RobotInterface,
+    TopicSpec,
+)
+from deploy.limits import CommandLimits, command_limits, torque_bounds
+from deploy.runner import PolicyRunner
+from deploy.safety import Mode, SafetyConfig, SafetyLayer
+from deploy.terms import TERMS
+from deploy.transport import TransportBase
+
+log = logging.getLogger("simreal.node")
+
+RUNTIME_SIGNALS = {"last_action", "default_joint_pos"}
+
+
+class DeployError(ValueError):
+    """A node that cannot start: the message names what disagrees."""
+
+
+class SafetySettings(BaseModel):
+    """Overrides of the safety layer's settings; unset ones take the robot kind's default."""
+
+    model_config = ConfigDict(extra="forbid")
+    watchdog_periods: int | None = Field(default=None, ge=1)
+    soft_start_s: float | None = Field(default=None, ge=0)
+    max_rate: float | None = Field(default=None, gt=0)
+    max_tilt_rad: float | None = Field(default=None, gt=0)
+
+
+# per robot kind: a quadrotor's hover policy was trained from tilts up to 45 degrees
+SAFETY_DEFAULTS = {
+    "quadrotor": SafetyConfig(watchdog_periods=5, soft_start_s=1.0, max_tilt_rad=1.3),
+    "legged": SafetyConfig(watchdog_periods=5, soft_start_s=1.0, max_tilt_rad=1.0),
+    "arm": SafetyConfig(watchdog_periods=5, soft_start_s=2.0, max_tilt_rad=3.2),
+}
+
+
+class NodeConfig(BaseModel):
+    """The node's settings (YAML, or ROS parameters in the ROS package); unknown keys are
+    errors."""
+
+    model_config = ConfigDict(extra="forbid")
+    interface: Literal["generic", "native"] = "generic"
+    arm_command: Literal["forward_position", "joint_trajectory"] = Field(
+        default="forward_position", description="an arm's command: ros2_control's forward "
+        "position controller (Float64MultiArray) or a JointTrajectory (deploy/arm.py)")
+    trigger: Literal["timer", "state"] = Field(
+        default="timer", description="timer: a fixed-rate loop on an absolute schedule; "
+        "state: a cycle on each state message (lock-step with the robot), a stale cycle "
+        "after one period without")
+    topics: dict[str, str] = Field(default_factory=dict, description="topic name by key")
+    safety: SafetySettings = SafetySettings()
+    damping_kd: float = Field(default=1.0, ge=0, description="N m s/rad, Unitree damping")
+    motor_index: dict[str, int] = Field(default_factory=dict,
+                                        description="Unitree motor index by joint name")
+    motor_map: list[int] | None = Field(default=None, description="PX4 motor slot per rotor")
+    command_timeout_s: float = Field(default=0.5, gt=0,
+                                     description="cmd_vel older than this reads as zero")
+    status_period_s: float = Field(default=1.0, gt=0)
+    spin_us: float = Field(default=200.0, ge=0, description="timer loop: poll the clock for "
+                           "this long before each deadline instead of sleeping (less jitter)")
+    cpu: int | None = None
+    fifo_priority: int | None = Field(default=None, ge=1, le=99)
+
+
+INTERFACES = {"quadrotor": (QuadGeneric, Px4Native), "legged": (JointGeneric, Go2Native),
+              "arm": (ArmGeneric,)}
+
+
+def make_interface(runner: PolicyRunner, cfg: NodeConfig,
+                   limits: CommandLimits) -> RobotInterface:
+    robot = runner.robot
+    kind = robot.spec.kind
+    if kind == "quadrotor":
+        return QuadGeneric(robot) if cfg.interface == "generic" else \
+            Px4Native(robot, cfg.motor_map)
+    if kind == "arm":
+        if cfg.interface != "generic":
+            raise DeployError(f"robot {robot.name!r} (arm) has no native interface; use "
+                              "--interface generic")
+        reads = {sig for t in runner.contract.observations for sig in TERMS[t.name].reads}
+        try:
+            return ArmGeneric(robot, cfg.arm_command,
+                              object_pose=bool(reads & {"object_position",
+                                                        "object_orientation"}))
+        except ValueError as exc:
+            raise DeployError(str(exc)) from None
+    if cfg.interface == "generic":
+        return JointGeneric(robot)
+    if kind != "legged":
+        raise DeployError(f"robot {robot.name!r} ({kind}) has no native interface; use "
+                          "--interface generic")
+    if limits.kp is None or limits.kd is None:
+        raise DeployError(f"robot {robot.name!r}: the Unitree interface sends kp and kd per "
+                          "joint; give them in the contract (action.kp/kd) or robot.yaml")
+    try:
+        return Go2Native(robot, limits.kp, limits.kd, cfg.damping_kd, cfg.motor_index)
+    except ValueError as exc:
+        raise DeployError(str(exc)) from None
+
+
+class _CommandInput:
+    """A user command clamped to its trained range; velocities fall back to zero when stale."""
+
+    def __init__(self, name: str, low: list[float], high: list[float], timeout_s: float | None):
+        self.name = name
+        self.low, self.high = np.array(low, dtype=np.float64), np.array(high, dtype=np.float64)
+        zero = np.clip(np.zeros_like(self.low), self.low, self.high)
+        self.default = zero if name == "velocity_command" else (self.low + self.high) / 2
+        self.value = self.default.copy()
+        self.timeout_s = timeout_s
+        self.received_at = -np.inf
+        self.clamped = 0
+
+    def set(self, value: np.ndarray, now: float) -> None:
+        value = np.where(np.isfinite(value), value, self.default)
+        clipped = np.clip(value, self.low, self.high)
+        if not np.array_equal(clipped, value):
+            self.clamped += 1
+            if self.clamped == 1 or self.clamped % 100 == 0:
+                log.warning("%s %s clamped to the trained range [%s, %s] (%d times)",
+                            self.name, np.round(value, 3).tolist(), self.low.tolist(),
+                            self.high.tolist(), self.clamped)
+        self.value, self.received_at = clipped, now
+
+    def current(self, now: float) -> np.ndarray:
+        if self.timeout_s is not None and now - self.received_at > self.timeout_s:
+            return self.default
+        return self.value
+
+
+def tilt_of(q: np.ndarray) -> float:
+    """Angle between the body's z axis and the world's, for a (w, x, y, z) quaternion."""
+    w, x, y, z = q.tolist()
+    n = w * w + x * x + y * y + z * z
+    cos = 1.0 - 2.0 * (x * x + y * y) / (n if n > 0 else 1.0)
+    return math.acos(min(1.0, max(-1.0, cos)))
+
+
+class DeployNode:
+    def __init__(self, runner: PolicyRunner, transport: TransportBase,
+                 cfg: NodeConfig | None = None, clock: Callable[[], float] = time.monotonic):
+        self.cfg = cfg = cfg or NodeConfig()
+        self.runner, self.transport, self.clock = runner, transport, clock
+        robot, contract = runner.robot, runner.contract
+        self.rate_hz = contract.control_rate_hz
+        try:
+            self.limits = command_limits(robot, contract)
+        except ValueError as exc:
+            raise DeployError(str(exc)) from None
+        self.interface = make_interface(runner, cfg, self.limits)
+        self._check_signals()
+        self.topics = self._topic_names()
+
+        # command inputs the policy was trained with
+        self.inputs = {name: _CommandInput(name, r.low, r.high,
+                                           cfg.command_timeout_s
+                                           if name == "velocity_command" else None)
+                       for name, r in contract.commands.items()}
+        self.static_signals: dict[str, np.ndarray] = {}
+        if robot.spec.joints:
+            self.static_signals["default_joint_pos"] = np.array(
+                [[j.default for j in robot.spec.joints]])
+
+        kind_defaults = SAFETY_DEFAULTS[robot.spec.kind]
+        overrides = {k: v for k, v in cfg.safety.model_dump().items() if v is not None}
+        safety_cfg = kind_defaults.model_copy(update=overrides)
+        n = contract.action_dim
+        self.safety = SafetyLayer(low=self.limits.low, high=self.limits.high,
+                                  damping=np.zeros(n), rate_hz=self.rate_hz, cfg=safety_cfg,
+                                  rate_limit=self.limits.rate)
+
+        specs = self.interface.state_topics + self._input_specs()
+        self.subs = {s.key: transport.subscription(self.topics[s.key], s.type, s.qos)
+                     for s in specs}
+        self.pubs = {s.key: transport.publisher(self.topics[s.key], s.type, s.qos)
+                     for s in self.interface.command_topics}
+        self.state_keys = [s.key for s in self.interface.state_topics]
+
+        self.signals: dict[str, np.ndarray] = {}
+        self._seen: set[str] = set()
+        self.estop_input = False
+        self.cycles = 0
+        self.published = 0
+        self.decode_errors = 0
+        self.nonfinite_state = 0
+        self.stale_periods = 0
+        self.last_command: np.ndarray | None = None
+        self.cycle_us: list[float] = []  # compute time per cycle (bounded)
+        self._status_every = max(1, round(cfg.status_period_s * self.rate_hz))
+        self._last_error = ""
+        log.info("node up: robot %s, %s interface over %s, %g Hz, topics %s", robot.name,
+                 cfg.interface, transport.name, self.rate_hz,
+                 {k: v for k, v in self.topics.items()})
+
+    # --- set-up checks ---------------------------------------------------------------------
+    def _check_signals(self) -> None:
+        contract = self.runner.contract
+        available = set(self.interface.provides) | set(contract.commands) | RUNTIME_SIGNALS
+        problems = []
+        for term in contract.observations:
+            missing = [s for s in TERMS[term.name].reads if s not in available]
+            if missing:
+                problems.append(f"observation term {term.name!r} reads {missing}, which the "
+                                f"{self.cfg.interface} interface of a "
+                                f"{self.runner.robot.spec.kind} robot does not provide")
+        unknown = set(contract.commands) - set(COMMAND_INPUTS)
+        if unknown:
+            problems.append(f"commands {sorted(unknown)} have no input topic (known: "
+                            f"{sorted(COMMAND_INPUTS)})")
+        if (contract.action.kind == "rotor_speed") != (self.runner.robot.spec.kind ==
+                                                       "quadrotor"):
+            problems.append(f"action.kind {contract.action.kind!r} does not drive a "
+                            f"{self.runner.robot.spec.kind} robot")
+        if problems:
+            raise DeployError("the policy cannot run on this interface:\n  " +
+                              "\n  ".join(problems))
+
+    def _input_specs(self) -> tuple[TopicSpec, ...]:
+        wanted = {COMMAND_INPUTS[c] for c in self.runner.contract.commands} | {"estop",
+                                                                                "estop_reset"}
+        return tuple(s for s in INPUT_TOPICS if s.key in wanted)
+
+    def _topic_names(self) -> dict[str, str]:
+        specs = self.interface.state_topics + self.interface.command_topics + INPUT_TOPICS
+        known = {s.key: s.default for s in specs}
+        # a configuration may name the topics of both interfaces of this kind of robot
+        siblings = {s.key for cls in INTERFACES[self.runner.robot.spec.kind]
+                    for s in cls.state_topics + cls.command_topics}
+        unknown = set(self.cfg.topics) - set(known) - siblings
+        if unknown:
+            raise DeployError(f"topics: unknown keys {sorted(unknown)} for a "
+                              f"{self.runner.robot.spec.kind} robot (known: "
+                              f"{sorted(set(known) | siblings)})")
+        return {**known, **{k: v for k, v in self.cfg.topics.items() if k in known}}
+
+    # --- one control period ---------------------------------------------------------------
+    def poll(self) -> bool:
+        """Take what arrived; True when every state topic delivered this period."""
+        now = self.clock()
+        fresh = set()
+        for key, sub in self.subs.items():
+            msgs = sub.take()
+            if not msgs:
+                continue
+            if key in self.state_keys:
+                try:
+                    self.signals.update(self.interface.decode(key, msgs[-1]))
+                except ValueError as exc:
+                    self._decode_error(key, exc)
+                    continue
+                fresh.add(key)
+                self._seen.add(key)
+            elif key == "estop":
+                self._estop([bool(msg.data) for msg in msgs])
+            elif key == "estop_reset":
+                if any(msg.data for msg in msgs):
+                    self._estop_reset()
+            elif key == "cmd_vel":
+                self.inputs["velocity_command"].set(codecs.twist_command(msgs[-1]), now)
+            elif key == "target_position":
+                self.inputs["target_position"].set(codecs.point_command(msgs[-1]), now)
+            elif key == "target_pose":
+                self._target_pose(msgs[-1], now)
+            elif key == "lift_height":
+                self.inputs["lift_height"].set(np.array([msgs[-1].data]), now)
+        return len(fresh) == len(self.state_keys)
+
+    def _target_pose(self, msg: Any, now: float) -> None:
+        try:
+            pos, quat = pose_signals(msg)
+        except ValueError as exc:
+            self._decode_error("target_pose", exc)
+            return
+        if "target_position" in self.inputs:
+            self.inputs["target_position"].set(pos, now)
+        if "target_orientation" in self.inputs:
+            inp = self.inputs["target_orientation"]
+            inp.set(orientation_command(quat, inp.low, inp.high), now)
+
+    def _decode_error(self, key: str, exc: Exception) -> None:
+        self.decode_errors += 1
+        text = f"{self.topics[key]}: {exc}"
+        if text != self._last_error:
+            log.error("unusable state message on %s", text)
+            self._last_error = text
+
+    def _estop(self, values: list[bool]) -> None:
+        if any(values):
+            self.safety.estop("e-stop input")
+        self.estop_input = values[-1]
+
+    def _estop_reset(self) -> None:
+        if self.safety.mode is not Mode.ESTOP:
+            return
+        if self.estop_input:
+            log.warning("e-stop reset refused: the e-stop input is still asserted")
+            return
+        self.safety.reset_estop()
+        self.runner.reset()
+
+    @property
+    def ready(self) -> bool:
+        return len(self._seen) == len(self.state_keys)
+
+    def compute(self, fresh: bool) -> np.ndarray:
+        """Observation, inference and safety for the current signals: the safe command."""
+        sig = self.signals
+        values = np.concatenate(list(sig.values()))  # count_nonzero: cheaper than .all()
+        finite = np.count_nonzero(np.isfinite(values)) == values.size
+        if not finite:
+            self.nonfinite_state += 1
+            fresh = False
+        damping = self.interface.damping(sig) if finite else self.safety.damping
+        self.safety.damping = damping
+        now = self.clock()
+        if finite:
+            signals = {k: v[None] for k, v in sig.items()}
+            signals.update(self.static_signals)
+            for name, inp in self.inputs.items():
+                signals[name] = inp.current(now)[None]
+            _, command = self.runner.act(signals)
+            command = command[0]
+            measured = self.interface.measured(sig)
+            tilt = tilt_of(sig["orientation"]) if "orientation" in sig else 0.0
+            bounds = None
+            if measured is not None and "joint_vel" in sig:
+                bounds = torque_bounds(self.limits, measured, sig["joint_vel"])
+        else:
+            command = np.full(self.runner.contract.action_dim, np.nan)
+            measured, tilt, bounds = None, 0.0, None
+        before = self.safety.mode
+        out = self.safety.step(command, fresh, tilt, measured=measured, bounds=bounds)
+        if before in (Mode.DAMP, Mode.ESTOP) and self.safety.mode is Mode.SOFT_START:
+            self.runner.reset()  # the state jumped: no stale history into the new start
+        self.stale_periods = 0 if fresh else self.stale_periods + 1
+        return out
+
+    def cycle(self, k: int = 0) -> bool:
+        fresh = self.poll()
+        self.cycles += 1
+        if self.ready:
+            t0 = time.perf_counter()
+            command = self.compute(fresh)
+            if len(self.cycle_us) < 100_000:
+                self.cycle_us.append((time.perf_counter() - t0) * 1e6)
+            self.publish(command, self.safety.mode)
+        if self.cycles % self._status_every == 0:
+            log.info(self.status_line())
+        return True
+
+    def publish(self, command: np.ndarray, mode: Mode) -> None:
+        for key, msg in self.interface.encode(command, mode, self.signals):
+            self.pubs[key].write(msg)
+        self.last_command = command
+        self.published += 1
+
+    def shutdown(self, repeats: int = 3) -> None:
+        """Send the damping command (a few times, in case one is lost) before exiting."""
+        if not self.ready:
+            log.info("shutdown before any state arrived: nothing to damp")
+            return
+        damping = self.interface.damping(self.signals)
+        self.safety.hold_damping("shutdown")  # (an ESTOP stays ESTOP: it damps already)
+        log.info("shutdown: sending the damping command")
+        for _ in range(repeats):
+            self.publish(damping, Mode.DAMP)
+
+    # --- reporting ----------------------------------------------------------------------------
+    def status_line(self) -> str:
+        s = self.safety
+        if not self.ready:
+            missing = [self.topics[k] for k in self.state_keys if k not in self._seen]
+            return f"status: waiting for state on {', '.join(missing)} (cycle {self.cycles})"
+        lat = np.percentile(self.cycle_us[-1000:], 99) if self.cycle_us else float("nan")
+        clamps = " ".join(f"{k}:{v}" for k, v in s.clamp_events.items())
+        inputs = " ".join(f"{n}:{inp.clamped}" for n, inp in self.inputs.items())
+        extra = ""
+        if isinstance(self.interface, Go2Native):
+            extra = f" crc_errors={self.interface.crc_errors}"
+        return (f"status: mode={s.mode.value} cycle={self.cycles} sent={self.published} "
+                f"stale_periods={self.stale_periods} "
+                f"estop_input={'on' if self.estop_input else 'off'} "
+                f"nonfinite(cmd/state)={s.nonfinite_events}/{self.nonfinite_state} "
+                f"decode_errors={self.decode_errors} clamps[{clamps}] "
+                f"commands_clamped[{inputs}] compute_p99={lat:.0f}us{extra}")
+
+    def summary(self) -> dict[str, Any]:
+        us = np.array(self.cycle_us) if self.cycle_us else np.array([np.nan])
+        return {"cycles": self.cycles, "published": self.published,
+                "mode": self.safety.mode.value,
+                "mode_changes": [{"cycle": c.cycle, "from": c.old.value, "to": c.new.value,
+                                  "reason": c.reason} for c in self.safety.changes],
+                "nonfinite_commands": self.safety.nonfinite_events,
+                "nonfinite_states": self.nonfinite_state, "decode_errors": self.decode_errors,
+                "clamps": dict(self.safety.clamp_events),
+                "compute_p50_us": float(np.percentile(us, 50)),
+                "compute_p99_us": float(np.percentile(us, 99))}
+

@@ -1,0 +1,664 @@
+"""From the records of a HIL run to its MCAP log, its checks and its report.
+
+Message accounting. Every message has one SENT record at its sender (the robot for state, the
+node for commands, the harness for user inputs) and RECEIVED records at the receiving
+application. The link's drops and the receipts are matched to sends by topic and identity
+(identical repeated messages by count, receipts going to the copies sent while a receiver was
+connected). A send that nothing consumed was sent while no receiver was connected (before a
+receiver's first message on that topic, after its last or still in the faulty link then: start-
+up, discovery, a crashed or restarting process, shutdown), or superseded (the receiver's next
+take emptied a full keep-last history: best-effort sensor data, newest wins), or unrecorded (no
+receiver records: a real robot), or else lost. The completeness check states, per topic:
+sent = received + dropped by injection + unconnected + superseded + unrecorded (+ lost, which
+must be 0), and logged (in the MCAP) = sent.
+
+Standing checks, beside the scenario's own (hover, velocity):
+- limits: every command the node sent is inside the robot's limits (joint position ranges,
+  rotor speed 0..1, Unitree gains no higher than the contract's or the damping gain, finite or
+  PX4's NaN "stop"); PD torque at command time is reported as a figure;
+- watchdog: each run of K or more control periods without fresh state (stale, NaN, lost)
+  puts the node in DAMP by its K-th period, and shorter runs do not;
+- resume: after each dropout the policy runs again (RUN within the soft start of fresh state);
+- robot failsafe: after a node crash the simulated robot's driver damps within its timeout;
+- completeness, as above.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deploy import codecs, px4, unitree
+from deploy import messages as m
+from deploy.app import load_config
+from deploy.interfaces import Go2Native, Px4Native, QuadGeneric
+from deploy.limits import command_limits
+from deploy.node import make_interface
+from deploy.policy import OnnxPolicy
+from deploy.runner import PolicyRunner
+from deploy.transport import DEPTH, QoS
+from hil.config import Delay, FaultPlan, NodeCrash, Reorder
+from hil.mcap_log import LogMessage, write_mcap
+from hil.messages import String
+from hil.record import CYCLE, EVENT, RECEIVED, SENT, TOPIC, TRUTH, Record, read_records
+
+TYPES: dict[str, type] = {m.ros_type(c): c for c in (
+    *m.ROS_TYPES, *unitree.MESSAGE_TYPES, *px4.MESSAGE_TYPES, String)}
+RANGE_TOL = 1e-5  # rad: float32 rounding of Unitree targets
+SAFETY_EVENTS = ("mode", "failsafe", "failsafe_cleared", "lift_off", "started", "process_kill",
+                 "process_start", "process_exit", "push", "t0")
+
+
+@dataclass
+class Msg:
+    topic: str
+    type: str
+    source: str
+    t_sent: int
+    key: int
+    data: bytes
+    t_recv: int | None = None
+    receiver: str | None = None
+    fate: str = ""  # received | dropped | unconnected | lost
+
+
+@dataclass
+class RunData:
+    records: dict[str, list[Record]]
+    t0_ns: int
+    msgs: list[Msg] = field(default_factory=list)
+    received_only: list[tuple[str, Record]] = field(default_factory=list)
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def t(self, t_ns: int) -> float:
+        """Scenario time of a wall time."""
+        return (t_ns - self.t0_ns) / 1e9
+
+
+def load(work: Path, t0_ns: int | None) -> RunData:
+    records = {p.stem: list(read_records(p)) for p in sorted(work.glob("*.rec"))}
+    if t0_ns is None:  # the run never started: scenario time from the first record
+        t0_ns = min((r[0].t_ns for r in records.values() if r), default=0)
+    data = RunData(records, t0_ns)
+    for src, recs in records.items():
+        for r in recs:
+            if r.kind == SENT:
+                data.msgs.append(Msg(r.topic, r.type, src, r.t_ns, r.key, r.payload))
+            elif r.kind == EVENT:
+                data.events.append({"t": data.t(r.t_ns), "process": src, **r.json()})
+    data.msgs.sort(key=lambda x: x.t_sent)
+    data.events.sort(key=lambda e: e["t"])
+    return data
+
+
+# --- message accounting -------------------------------------------------------------------------
+def account(data: RunData, in_flight_s: float = 0.0) -> dict[str, dict[str, Any]]:
+    """Match receipts and drops to sends; per-topic counts. A message unreceived that was sent
+    less than `in_flight_s` (the link's longest injected delay) before its receiver's last
+    receipt was still on its way when the receiver stopped: unconnected, not lost."""
+    sends: dict[tuple[str, int], list[Msg]] = defaultdict(list)
+    for msg in data.msgs:
+        sends[(msg.topic, msg.key)].append(msg)
+    receipts: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
+    drops: dict[tuple[str, int], list[int]] = defaultdict(list)
+    windows: dict[str, dict[str, list[int]]] = defaultdict(dict)  # topic -> source -> [a, b]
+    dup_receipts: dict[str, int] = defaultdict(int)
+    sent_topics = {x.topic for x in data.msgs}
+    for src, recs in data.records.items():
+        for r in recs:
+            if r.kind == RECEIVED:
+                receipts[(r.topic, r.key)].append((r.t_ns, src))
+                w = windows[r.topic].setdefault(src, [r.t_ns, r.t_ns])
+                w[1] = r.t_ns
+                if r.payload and r.topic not in sent_topics:
+                    data.received_only.append((src, r))  # a real robot's: no sender record
+            elif r.kind == EVENT:
+                ev = r.json()
+                if ev.get("event") == "link_drop":
+                    drops[(ev["topic"], int(ev["key"]))].append(r.t_ns)
+    batches = _take_batches(data)
+
+    def inside(msg: Msg, slack_ns: int = 0) -> list[str]:
+        return [src for src, (a, b) in windows[msg.topic].items()
+                if a <= msg.t_sent <= b - slack_ns]
+
+    for (topic, _key), group in sends.items():
+        # a group holds one message, or several identical ones (a repeated cmd_vel, a
+        # motors-off command): which copy a receipt belongs to cannot be told, so receipts go
+        # to the copies sent while a receiver was connected, in order
+        group.sort(key=lambda x: x.t_sent)
+        for t_drop in sorted(drops.get((topic, _key), [])):
+            victim = next((x for x in group if not x.fate and x.t_sent <= t_drop), None)
+            if victim is not None:
+                victim.fate = "dropped"
+        rest = [x for x in group if not x.fate]
+        got = sorted(receipts.get((topic, _key), []))
+        n = min(len(got), len(rest))
+        dup_receipts[topic] += len(got) - n  # injected duplicates
+        chosen = sorted(sorted(rest, key=lambda x: (not inside(x), x.t_sent))[:n],
+                        key=lambda x: x.t_sent)
+        for msg, (t_ns, src) in zip(chosen, got, strict=False):
+            msg.fate, msg.t_recv, msg.receiver = "received", t_ns, src
+        for msg in rest:
+            if msg.fate:
+                continue
+            where = inside(msg, int(in_flight_s * 1e9))
+            if not windows[topic]:
+                msg.fate = "unrecorded"  # no receiver records: a real robot's side
+            elif not where:
+                msg.fate = "unconnected"
+            elif any(_next_batch(batches[(topic, src)], msg.t_sent) >= depth_of(data, topic)
+                     for src in where):
+                msg.fate = "superseded"  # the reader's keep-last history was full: newest won
+            else:
+                msg.fate = "lost"
+    counts: dict[str, dict[str, Any]] = {}
+    for msg in data.msgs:
+        c = counts.setdefault(msg.topic, {"type": msg.type, "sender": set(), "sent": 0,
+                                          "received": 0, "dropped": 0, "unconnected": 0,
+                                          "superseded": 0, "lost": 0, "unrecorded": 0})
+        c["sent"] += 1
+        c[msg.fate] += 1
+        c["sender"].add(msg.source.split("-")[0])
+    for topic, c in counts.items():
+        c["sender"] = "/".join(sorted(c["sender"]))
+        c["duplicate_receipts"] = dup_receipts.get(topic, 0)
+        c["logged"] = c["sent"]
+    for _src, r in data.received_only:  # a real robot's messages: only their receipts exist
+        c = counts.setdefault(r.topic, {"type": r.type, "sender": "(not recorded)", "sent": 0,
+                                        "received": 0, "dropped": 0, "unconnected": 0,
+                                        "superseded": 0, "lost": 0, "unrecorded": 0,
+                                        "duplicate_receipts": 0, "logged": 0})
+        c["received"] += 1
+        c["logged"] += 1
+    return counts
+
+
+def depth_of(data: RunData, topic: str) -> int:
+    """The reader history depth of a topic (deploy's QoS: sensor 5, command 10)."""
+    for recs in data.records.values():
+        for r in recs:
+            if r.kind == TOPIC and r.topic == topic:
+                return DEPTH[QoS(r.json()["qos"])]
+    return DEPTH[QoS.SENSOR]
+
+
+def _take_batches(data: RunData) -> dict[tuple[str, str], list[tuple[int, int]]]:
+    """Per (topic, receiver): each take as (time, messages taken); one take's receipts share
+    their time stamp."""
+    out: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    for src, recs in data.records.items():
+        for r in recs:
+            if r.kind == RECEIVED:
+                b = out[(r.topic, src)]
+                if b and b[-1][0] == r.t_ns:
+                    b[-1] = (r.t_ns, b[-1][1] + 1)
+                else:
+                    b.append((r.t_ns, 1))
+    return out
+
+
+def _next_batch(batches: list[tuple[int, int]], t_ns: int) -> int:
+    i = bisect.bisect_left(batches, (t_ns, 0))
+    return batches[i][1] if i < len(batches) else 0
+
+
+def in_flight_s(plan: FaultPlan) -> float:
+    """The longest a message can spend in the faulty link (delay, jitter, reorder hold)."""
+    delay = sum(f.delay_s + f.jitter_s for f in plan.of(Delay))
+    hold = max((f.hold_s for f in plan.of(Reorder)), default=0.0)
+    return delay + hold + (0.01 if delay or hold else 0.0)
+
+
+# --- node cycles, watchdog, resume ----------------------------------------------------------------
+def node_runs(data: RunData) -> dict[str, dict[str, Any]]:
+    out = {}
+    for src, recs in data.records.items():
+        if not src.startswith("node-"):
+            continue
+        cycles = [r.json() | {"t": data.t(r.t_ns)} for r in recs if r.kind == CYCLE]
+        events = [r.json() | {"t": data.t(r.t_ns)} for r in recs if r.kind == EVENT]
+        cfg = next((e for e in events if e["event"] == "node_config"), None)
+        modes = [e for e in events if e["event"] == "mode"]
+        summary = next((e for e in events if e["event"] == "node_summary"), None)
+        out[src] = {"cycles": cycles, "modes": modes, "config": cfg, "summary": summary}
+    return out
+
+
+def watchdog_and_resume(runs: dict[str, dict[str, Any]]) -> tuple[dict, dict, list]:
+    dropouts = []
+    for src, run in runs.items():
+        cfg, cycles, modes = run["config"], run["cycles"], run["modes"]
+        if cfg is None or not cycles:
+            continue
+        k = int(cfg["watchdog_periods"])
+        soft = max(1, round(cfg["soft_start_s"] * cfg["rate_hz"]))
+        mode_at = {c["cycle"]: c["mode"] for c in cycles}
+        i = 0
+        while i < len(cycles):
+            if cycles[i]["stale"] != 1:
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(cycles) and cycles[j + 1]["stale"] == cycles[j]["stale"] + 1:
+                j += 1
+            first, last = cycles[i]["cycle"], cycles[j]["cycle"]
+            before = mode_at.get(first - 1, cycles[i]["mode"])
+            length = last - first + 1
+            damp = next((e for e in modes if e["new"] == "damp" and
+                         e["reason"].startswith("no fresh state") and
+                         first <= e["node_cycle"] <= last), None)
+            d = {"node": src, "t": cycles[i]["t"], "start_cycle": first,
+                 "stale_periods": length, "mode_before": before, "watchdog_periods": k,
+                 "damped_after_periods": None if damp is None else
+                 damp["node_cycle"] - first + 1, "resumed_after_periods": None,
+                 "node_ran_after_periods": cycles[-1]["cycle"] - last}
+            if damp is not None:
+                back = next((e for e in modes if e["new"] == "run" and
+                             e["node_cycle"] > last), None)
+                if back is not None:
+                    d["resumed_after_periods"] = back["node_cycle"] - last
+            elif not any(e["new"] in ("damp", "estop") and first <= e["node_cycle"] <= last
+                         for e in modes):
+                d["resumed_after_periods"] = 0  # the policy never stopped
+            d["soft_start_periods"] = soft
+            dropouts.append(d)
+            i = j + 1
+    exercised = [d for d in dropouts if d["mode_before"] in ("run", "soft_start")]
+    long_ = [d for d in exercised if d["stale_periods"] >= d["watchdog_periods"]]
+    short = [d for d in exercised if d["stale_periods"] < d["watchdog_periods"]]
+    late = [d for d in long_ if d["damped_after_periods"] is None or
+            d["damped_after_periods"] > d["watchdog_periods"]]
+    spurious = [d for d in short if d["damped_after_periods"] is not None]
+    watchdog = {
+        "name": "watchdog",
+        "passed": (not late and not spurious) if exercised else None,
+        "statement": (
+            f"{len(long_)} stale runs of >= K periods: DAMP by the K-th period in "
+            f"{len(long_) - len(late)}; {len(short)} shorter runs: no DAMP in "
+            f"{len(short) - len(spurious)}" if exercised else
+            "not exercised: no control period without fresh state while the policy ran"),
+        "engaged_after_periods": [d["damped_after_periods"] for d in long_],
+        "watchdog_periods": sorted({d["watchdog_periods"] for d in dropouts}) or None,
+    }
+    unresumed = [d for d in exercised if d["resumed_after_periods"] is None and
+                 d["node_ran_after_periods"] >= d["soft_start_periods"] + 5]
+    slow = [d for d in exercised if d["resumed_after_periods"] is not None and
+            d["resumed_after_periods"] > d["soft_start_periods"] + 2]
+    # a restarted node (every node process after the first) must reach RUN again
+    restarts = []
+    for src, run in runs.items():
+        if src.endswith("-0") or run["config"] is None or not run["cycles"]:
+            continue
+        soft = max(1, round(run["config"]["soft_start_s"] * run["config"]["rate_hz"]))
+        back = next((e for e in run["modes"] if e["new"] == "run"), None)
+        ran = run["cycles"][-1]["cycle"]
+        restarts.append({"node": src, "ran_periods": ran,
+                         "run_after_periods": None if back is None else back["node_cycle"],
+                         "ok": back is not None or ran < soft + 5 + 50})
+    failed_restarts = [r for r in restarts if not r["ok"]]
+    tested = bool(exercised or restarts)
+    statement = (f"{len(exercised)} dropouts; the policy ran again after "
+                 f"{len(exercised) - len(unresumed) - len(slow)} (at once after the "
+                 f"{len(short) - len(spurious)} shorter than K, within the soft start after "
+                 "the others)")
+    if restarts:
+        statement += (f"; {len(restarts) - len(failed_restarts)} of {len(restarts)} restarted "
+                      "nodes reached RUN")
+    resume = {
+        "name": "resume",
+        "passed": (not unresumed and not slow and not failed_restarts) if tested else None,
+        "statement": statement if tested else "not exercised: no dropout while the policy ran",
+        "resumed_after_periods": [d["resumed_after_periods"] for d in exercised],
+        "node_restarts": restarts,
+    }
+    return watchdog, resume, dropouts
+
+
+# --- limits --------------------------------------------------------------------------------------
+def limits_check(setup: Any, data: RunData, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    runner = PolicyRunner(OnnxPolicy(setup.policy), setup.robot)
+    cfg = load_config(setup.scenario.node_config())
+    limits = command_limits(setup.robot, runner.contract)
+    iface = make_interface(runner, cfg, limits)
+    names = next((r["config"]["topics"] for r in runs.values() if r["config"]), {})
+    key_of = {v: k for k, v in names.items()}
+    command_keys = {s.key for s in iface.command_topics}
+    n = checked = 0
+    problems: list[str] = []
+    worst = 0.0
+    for msg in data.msgs:
+        key = key_of.get(msg.topic)
+        if key not in command_keys or not msg.source.startswith("node"):
+            continue
+        cmd = iface.command_of(key, TYPES[msg.type].deserialize(msg.data))
+        n += 1
+        if "direct_actuator" in cmd:
+            continue
+        checked += 1
+        bad = _outside(cmd, limits, iface, cfg.damping_kd)
+        if "q" in cmd:
+            span = limits.high - limits.low
+            excess = np.maximum(limits.low - cmd["q"], cmd["q"] - limits.high) / span
+            worst = max(worst, float(np.max(excess)))
+        if bad and len(problems) < 10:
+            problems.append(f"{msg.topic} at {data.t(msg.t_sent):.3f} s: {bad}")
+        elif bad:
+            problems.append("...")
+    return {"name": "limits", "passed": not problems if checked else None,
+            "statement": (f"{checked} commands checked against the robot's limits: "
+                          f"{'none' if not problems else len(problems)} outside"
+                          if checked else "no command was sent"),
+            "commands": n, "problems": problems[:11],
+            "max_range_excess_fraction": worst}
+
+
+def _outside(cmd: dict[str, np.ndarray], limits: Any, iface: Any, damping_kd: float) -> str:
+    if "rotor_speed" in cmd:
+        s = cmd["rotor_speed"]
+        if isinstance(iface, QuadGeneric) and not np.isfinite(s).all():
+            return f"non-finite rotor command {s.tolist()}"
+        if (s < -1e-9).any() or (s > 1 + 1e-6).any():
+            return f"rotor speed {np.round(s, 4).tolist()} outside [0, 1]"
+        return ""
+    q = cmd["q"]
+    if not np.isfinite(q).all():
+        return f"non-finite joint targets {q.tolist()}"
+    if (q < limits.low - RANGE_TOL).any() or (q > limits.high + RANGE_TOL).any():
+        idx = np.nonzero((q < limits.low - RANGE_TOL) | (q > limits.high + RANGE_TOL))[0]
+        return "joint targets outside their range: " + ", ".join(
+            f"#{i} {q[i]:.4f} not in [{limits.low[i]:.4f}, {limits.high[i]:.4f}]" for i in idx)
+    if isinstance(iface, Go2Native):
+        if not cmd["crc_ok"]:
+            return "LowCmd CRC wrong"
+        kp_max = limits.kp * (1 + 1e-6) + 1e-6
+        kd_max = np.maximum(limits.kd, damping_kd) * (1 + 1e-6) + 1e-6
+        if (cmd["kp"] > kp_max).any() or (cmd["kd"] > kd_max).any():
+            return f"gains kp {cmd['kp'].tolist()} kd {cmd['kd'].tolist()} above the contract's"
+        if np.abs(cmd["tau"]).max() > 0 or np.abs(cmd["dq"]).max() > 0:
+            return "feed-forward torque or velocity target sent"
+    return ""
+
+
+# --- robot-side failsafe --------------------------------------------------------------------------
+def failsafe_check(setup: Any, data: RunData) -> dict[str, Any]:
+    crashes = setup.faults.of(NodeCrash)
+    failsafes = [e for e in data.events if e.get("event") == "failsafe"]
+    cfg = next((e for e in data.events if e.get("event") == "robot_config"), None)
+    timeout = cfg["command_timeout_s"] if cfg else None
+    dt = cfg["physics_dt"] if cfg else 0.0
+    if not crashes:
+        return {"name": "robot_failsafe", "passed": None,
+                "statement": f"no node crash planned; the robot's driver failsafe engaged "
+                             f"{len(failsafes)} times", "engaged": len(failsafes)}
+    results, ok = [], True
+    for f in crashes:
+        after = [e for e in failsafes if e["t"] >= f.at_s - 0.05]
+        e = after[0] if after else None
+        # the driver checks once per physics step: within one step of its timeout
+        within = e is not None and e["since_command_s"] <= timeout + dt + 1e-9
+        ok &= within
+        results.append({"crash_at_s": f.at_s, "failsafe_at_s": None if e is None else e["t"],
+                         "since_last_command_s": None if e is None else e["since_command_s"],
+                         "within_timeout": within})
+    return {"name": "robot_failsafe", "passed": ok,
+            "statement": (f"after each of {len(crashes)} node crashes the robot's driver "
+                          f"damped within its timeout ({timeout} s robot time)" if ok else
+                          "the robot's driver did not damp within its timeout after a node "
+                          "crash"), "timeout_s": timeout, "crashes": results}
+
+
+# --- scenario expectations ----------------------------------------------------------------------
+def truth_series(data: RunData) -> dict[str, np.ndarray]:
+    rows = [(data.t(r.t_ns), r.json()) for src, recs in data.records.items()
+            if src.startswith("robot-") for r in recs if r.kind == TRUTH]
+    rows.sort(key=lambda x: x[0])
+    if not rows:
+        return {}
+    out: dict[str, np.ndarray] = {"t": np.array([t for t, _ in rows])}
+    for k in rows[0][1]:
+        try:
+            out[k] = np.array([row[k] for _, row in rows], dtype=np.float64)
+        except (ValueError, KeyError, TypeError):
+            continue
+    q = out["orientation"]
+    out["body_velocity"] = _rotate_inverse(q, out["linear_velocity"])
+    return out
+
+
+def _rotate_inverse(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    w, u = q[:, :1], q[:, 1:]
+    t = 2.0 * np.cross(u, v)
+    return v - w * t + np.cross(u, t)
+
+
+def command_at(setup: Any, what: str, t: np.ndarray) -> np.ndarray:
+    """The scenario's command (velocity or position) in force at each scenario time."""
+    cmds = sorted((c.at_s, getattr(c, what)) for c in setup.scenario.commands
+                  if getattr(c, what) is not None)
+    out = np.full((len(t), 3), np.nan)
+    for at, v in cmds:
+        out[t >= at] = v
+    return out
+
+
+def expectations(setup: Any, truth: dict[str, np.ndarray]) -> tuple[list[dict], dict]:
+    checks, metrics = [], {}
+    ex = setup.scenario.expect
+    if not truth:
+        return checks, metrics
+    t = truth["t"]
+    if ex.hover is not None:
+        h = ex.hover
+        sel = (t >= h.from_s) & (t <= h.to_s)
+        err = np.linalg.norm(truth["position"] - command_at(setup, "position", t), axis=1)[sel]
+        ok = bool(sel.any()) and bool(np.all(err < h.max_error_m))
+        metrics["hover"] = {"window_s": [h.from_s, h.to_s], "samples": int(sel.sum()),
+                            "max_error_m": float(err.max()) if err.size else None,
+                            "mean_error_m": float(err.mean()) if err.size else None}
+        checks.append({"name": "hover", "passed": ok,
+                       "statement": f"position error over {h.from_s:g}-{h.to_s:g} s: max "
+                                    f"{_fmt(metrics['hover']['max_error_m'])} m (limit "
+                                    f"{h.max_error_m:g} m), mean "
+                                    f"{_fmt(metrics['hover']['mean_error_m'])} m"})
+    if ex.velocity is not None:
+        v = ex.velocity
+        sel = (t >= v.from_s) & (t <= v.to_s)
+        cmd = command_at(setup, "velocity", t)
+        err = np.linalg.norm(truth["body_velocity"][:, :2] - cmd[:, :2], axis=1)[sel]
+        mean = float(err.mean()) if err.size else None
+        ok = mean is not None and mean < v.max_mean_error
+        metrics["velocity"] = {"window_s": [v.from_s, v.to_s], "samples": int(sel.sum()),
+                               "mean_error_m_s": mean,
+                               "mean_forward_m_s": float(truth["body_velocity"][sel, 0].mean())
+                               if sel.any() else None}
+        checks.append({"name": "velocity", "passed": ok,
+                       "statement": f"mean |command - base velocity| (xy) over "
+                                    f"{v.from_s:g}-{v.to_s:g} s: {_fmt(mean)} m/s (limit "
+                                    f"{v.max_mean_error:g} m/s)"})
+    return checks, metrics
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3f}"
+
+
+# --- latency -------------------------------------------------------------------------------------
+def latencies(data: RunData, runs: dict[str, dict[str, Any]], state_topics: set[str],
+              command_topics: set[str]) -> dict[str, np.ndarray]:
+    """In ms, from a sender's write to the receiving application's take (so with the receiver's
+    polling: a node on a timer takes once a period, the robot once a physics step): robot state
+    to the node, node command to the robot, and state to command (the robot writes a state ->
+    the robot takes the command the node computed from it)."""
+    state_sent = {(x.topic, x.key): x for x in data.msgs if x.topic in state_topics}
+    up = [(x.t_recv - x.t_sent) / 1e6 for x in data.msgs
+          if x.topic in state_topics and x.t_recv is not None]
+    down = [(x.t_recv - x.t_sent) / 1e6 for x in data.msgs
+            if x.topic in command_topics and x.t_recv is not None]
+    e2e = []
+    by_sent = {(x.source, x.topic, x.t_sent): x for x in data.msgs}
+    for src, recs in data.records.items():
+        if not src.startswith("node-"):
+            continue
+        latest = None
+        for r in recs:
+            if r.kind == RECEIVED and r.topic in state_topics:
+                latest = state_sent.get((r.topic, r.key), latest)
+            elif r.kind == SENT and r.topic in command_topics and latest is not None:
+                cmd = by_sent.get((src, r.topic, r.t_ns))
+                if cmd is not None and cmd.t_recv is not None:
+                    e2e.append((cmd.t_recv - latest.t_sent) / 1e6)
+    return {"state_to_node_ms": np.array(up), "command_to_robot_ms": np.array(down),
+            "state_to_command_ms": np.array(e2e)}
+
+
+def _stats(x: np.ndarray) -> dict[str, float | int | None]:
+    if x.size == 0:
+        return {"n": 0, "p50": None, "p99": None, "max": None}
+    return {"n": int(x.size), "p50": float(np.percentile(x, 50)),
+            "p99": float(np.percentile(x, 99)), "max": float(x.max())}
+
+
+# --- the MCAP log ---------------------------------------------------------------------------------
+def log_messages(data: RunData, truth_names: list[str]) -> list[LogMessage]:
+    qos = {}
+    for recs in data.records.values():
+        for r in recs:
+            if r.kind == TOPIC:
+                qos[r.topic] = r.json()["qos"]
+    out = [LogMessage(x.topic, TYPES[x.type], qos.get(x.topic, "sensor"),
+                      x.t_recv if x.t_recv is not None else x.t_sent, x.t_sent, x.data)
+           for x in data.msgs]
+    out += [LogMessage(r.topic, TYPES[r.type], qos.get(r.topic, "sensor"), r.t_ns, r.t_ns,
+                       r.payload) for _, r in data.received_only]
+    for src, recs in data.records.items():
+        for r in recs:
+            if r.kind == EVENT:
+                ev = {"process": src, **r.json()}
+                out.append(LogMessage("/hil/events", String, "command", r.t_ns, r.t_ns,
+                                      String(json.dumps(ev)).serialize()))
+            elif r.kind == TRUTH:
+                tr = r.json()
+                stamp = r.t_ns / 1e9
+                odo = codecs.odometry(np.array(tr["position"]), np.array(tr["orientation"]),
+                                      np.array(tr["linear_velocity"]),
+                                      np.array(tr["angular_velocity"]), stamp, "world", "base")
+                out.append(LogMessage("/hil/ground_truth", m.Odometry, "sensor", r.t_ns,
+                                      r.t_ns, odo.serialize()))
+                effort = tr.get("drive_effort")
+                js = codecs.joint_state(
+                    [f"{n}_target" for n in truth_names] + list(truth_names),
+                    np.array(tr["drive_target"] + tr["drive_measured"]),
+                    np.zeros(2 * len(truth_names)),
+                    None if effort is None else np.array(list(effort) * 2), stamp)
+                out.append(LogMessage("/hil/actuators", m.JointState, "sensor", r.t_ns, r.t_ns,
+                                      js.serialize()))
+    return out
+
+
+# --- all of it ---------------------------------------------------------------------------------
+def analyze(setup: Any, times: dict[str, Any]) -> dict[str, Any]:
+    from hil import plots
+
+    data = load(setup.work, times.get("t0_wall_ns"))
+    counts = account(data, in_flight_s(setup.faults))
+    runs = node_runs(data)
+    watchdog, resume, dropouts = watchdog_and_resume(runs)
+    truth = truth_series(data)
+    scenario_checks, metrics = expectations(setup, truth)
+    cfg_topics = next((r["config"]["topics"] for r in runs.values() if r["config"]), {})
+    robot = setup.robot
+    from sim.hil_robot import robot_side_interface
+
+    iface = robot_side_interface(robot, setup.scenario.interface, setup.scenario.robot)
+    state_topics = {cfg_topics.get(s.key, s.default) for s in iface.state_topics}
+    command_topics = {cfg_topics.get(s.key, s.default) for s in iface.command_topics}
+    if isinstance(iface, Px4Native):
+        command_topics = {cfg_topics.get("actuator_motors", "/fmu/in/actuator_motors")}
+    lat = latencies(data, runs, state_topics, command_topics)
+
+    lost = {t: c["lost"] for t, c in counts.items() if c["lost"]}
+    unlogged = {t: c for t, c in counts.items() if c["logged"] != c["sent"] + (
+        c["received"] if c["sender"] == "(not recorded)" else 0)}
+    superseded = {t: c["superseded"] for t, c in counts.items() if c["superseded"]}
+    completeness = {
+        "name": "completeness",
+        "passed": not lost and not unlogged,
+        "statement": ("every topic: sent = received + dropped by injection + sent while no "
+                      "receiver was connected + superseded in a full keep-last reader history "
+                      "(+ unrecorded: no receiver records, a real robot's side); logged = sent"
+                      if not lost and not unlogged else
+                      f"messages lost in transport: {lost}; not logged: {sorted(unlogged)}"),
+        "lost": lost,
+        "superseded": superseded,
+    }
+    checks = [limits_check(setup, data, runs), watchdog, resume, failsafe_check(setup, data),
+              completeness, *scenario_checks]
+    passed = all(c["passed"] is not False for c in checks)
+
+    names = robot.actuator_names if robot.spec.rotors else [j.name for j in robot.spec.joints]
+    mcap_path = setup.out / "run.mcap"
+    n_logged = write_mcap(mcap_path, log_messages(data, names),
+                          {"robot": robot.name, "policy": str(setup.policy),
+                           "scenario": setup.scenario.name})
+    node_summaries = {}
+    for src in runs:
+        p = setup.work / f"{src}-summary.json"
+        if p.exists():
+            node_summaries[src] = json.loads(p.read_text())
+    robot_summaries = {e["process"]: {k: v for k, v in e.items()
+                                      if k not in ("t", "process", "event", "source")}
+                       for e in data.events if e.get("event") == "robot_summary"}
+    keep = ("t", "process", "event", "old", "new", "reason", "node_cycle", "since_command_s",
+            "status", "at_s")
+    safety_events = [{k: e[k] for k in keep if k in e} for e in data.events
+                     if e.get("event") in SAFETY_EVENTS]
+    report = {
+        "passed": passed,
+        "robot": robot.name, "policy": str(setup.policy), "scenario": setup.scenario.name,
+        "interface": setup.scenario.interface, "duration_s": setup.scenario.duration_s,
+        "dds": {"domain_id": setup.domain_id,
+                "network": "explicit" if setup.network else "loopback only"},
+        "real_robot": setup.real_robot,
+        "faults": setup.faults.model_dump()["faults"], "seed": setup.faults.seed,
+        "checks": checks,
+        "metrics": metrics,
+        "messages": counts,
+        "logged_messages": n_logged,
+        "latency_ms": {k: _stats(v) for k, v in lat.items()},
+        "timing": {"robot": robot_summaries, "node": {
+            k: {kk: v.get(kk) for kk in ("cycles", "published", "compute_p50_us",
+                                         "compute_p99_us", "loop")}
+            for k, v in node_summaries.items()}},
+        "dropouts": dropouts,
+        "safety_events": safety_events,
+        "files": {"mcap": "run.mcap"},
+        "out": str(setup.out),
+    }
+    report["files"].update(plots.write_all(setup, data, truth, runs, lat))
+    report = _strict_json(report)
+    tmp = setup.out / "report.json.tmp"
+    tmp.write_text(json.dumps(report, indent=1, allow_nan=False))
+    os.replace(tmp, setup.out / "report.json")
+    return report
+
+
+def _strict_json(x: Any) -> Any:
+    """Plain JSON values: arrays as lists, sets sorted, NaN and infinities as null."""
+    if isinstance(x, dict):
+        return {str(k): _strict_json(v) for k, v in x.items()}
+    if isinstance(x, list | tuple | set):
+        return [_strict_json(v) for v in (sorted(x) if isinstance(x, set) else x)]
+    if hasattr(x, "tolist"):
+        return _strict_json(x.tolist())
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x

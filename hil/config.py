@@ -1,0 +1,342 @@
+"""HIL scenarios and fault plans: YAML validated into typed objects (unknown keys are errors).
+
+A scenario says what the run does and what it must show:
+
+    name: walk-forward
+    duration_s: 14             # scenario time, from the robot's first command
+    interface: native          # generic | native (both the robot and the node)
+    realtime_priority: 20      # SCHED_FIFO for the robot's and node's loops (null: none)
+    robot: {state_rate_hz: 100}        # the simulated robot (sim/hil_robot.RobotSimConfig)
+    node: {trigger: timer}             # the deploy node (deploy.node.NodeConfig)
+    commands:                  # timed user commands, held until the next one
+      - {at_s: 1.0, velocity: [0.5, 0.0, 0.0]}   # cmd_vel: forward, lateral m/s, yaw rate
+      - {at_s: 0.0, position: [0.0, 0.0, 1.0]}   # target_position setpoint (m, world)
+      - {at_s: 9.0, estop: true}                 # /simreal/estop; estop_reset: true resets
+    pushes:                    # on the simulated robot's base, world frame
+      - {at_s: 8.0, velocity: [0.3, 0.0, 0.0]}   # a change of velocity, m/s
+      - {at_s: 9.0, force: [0, 5, 0], duration_s: 0.2}  # N
+    expect:                    # what the report checks, beside its standing checks
+      hover: {from_s: 6, to_s: 10, max_error_m: 0.1}
+      velocity: {from_s: 3, to_s: 13, max_mean_error: 0.15}
+
+A fault plan says what goes wrong, seeded:
+
+    seed: 7
+    faults:
+      - {kind: drop, rate: 0.3, direction: state}          # direction: state|command|both
+      - {kind: delay, delay_s: 0.02, jitter_s: 0.005}      # uniform jitter, order kept
+      - {kind: reorder, probability: 0.1, hold_s: 0.02}    # held back, overtaken
+      - {kind: duplicate, probability: 0.05}
+      - {kind: sensor_bias, signal: angular_velocity, value: [0.05, 0, 0]}
+      - {kind: sensor_noise, signal: joint_vel, std: 0.5}
+      - {kind: sensor_freeze, signal: joint_pos, from_s: 4, to_s: 4.2}
+      - {kind: nan_burst, signal: joint_pos, from_s: 4, to_s: 4.1}
+      - {kind: clock_jump, at_s: 3, jump_s: 10}            # the robot's stamps jump
+      - {kind: node_crash, at_s: 6, restart_after_s: 1.0}  # SIGKILL; null: no restart
+      - {kind: robot_restart, at_s: 6, downtime_s: 0.5, resume: initial}  # or snapshot
+
+Link and sensor faults act in a window `from_s`..`to_s` (default: the whole run); `topics`
+narrows a link fault to some ROS topic names. Errors name the file and the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from deploy.node import NodeConfig
+from sim.hil_robot import RobotSimConfig
+
+
+class HilConfigError(ValueError):
+    """A scenario or fault plan that cannot be used; the message names the file and field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+Vec3 = tuple[float, float, float]
+
+
+# --- scenario ---------------------------------------------------------------------------------
+class Command(_Strict):
+    at_s: float = Field(ge=0)
+    velocity: Vec3 | None = Field(default=None, description="cmd_vel: vx, vy m/s, yaw rate")
+    position: Vec3 | None = Field(default=None, description="target_position, m (world)")
+    estop: bool | None = None
+    estop_reset: bool | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Command:
+        given = [k for k in ("velocity", "position", "estop", "estop_reset")
+                 if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of velocity, position, estop, estop_reset "
+                             f"(got {given or 'none'})")
+        return self
+
+
+class Push(_Strict):
+    at_s: float = Field(ge=0)
+    velocity: Vec3 | None = Field(default=None, description="change of base velocity, m/s")
+    force: Vec3 | None = Field(default=None, description="N, world frame")
+    duration_s: float = Field(default=0.1, gt=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> Push:
+        if (self.velocity is None) == (self.force is None):
+            raise ValueError("give exactly one of velocity, force")
+        return self
+
+
+class Window(_Strict):
+    from_s: float = Field(ge=0)
+    to_s: float
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Window:
+        if self.to_s <= self.from_s:
+            raise ValueError(f"to_s {self.to_s} must be after from_s {self.from_s}")
+        return self
+
+
+class HoverCheck(Window):
+    max_error_m: float = Field(gt=0)
+
+
+class VelocityCheck(Window):
+    max_mean_error: float = Field(gt=0, description="m/s, mean |command - base velocity| (xy)")
+
+
+class Expect(_Strict):
+    hover: HoverCheck | None = None
+    velocity: VelocityCheck | None = None
+
+
+class Scenario(_Strict):
+    name: str = "scenario"
+    duration_s: float = Field(gt=0)
+    interface: Literal["generic", "native"] = "generic"
+    realtime_priority: int | None = Field(
+        default=20, ge=1, le=99, description="SCHED_FIFO priority of the robot's and the "
+        "node's loops, as on a robot computer (a warning where the OS refuses); null: none")
+    robot: RobotSimConfig = RobotSimConfig()
+    node: dict[str, Any] = Field(default_factory=dict, description="deploy NodeConfig")
+    commands: list[Command] = []
+    pushes: list[Push] = []
+    expect: Expect = Expect()
+
+    @field_validator("node")
+    @classmethod
+    def _node(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "interface" in value:
+            raise ValueError("give interface at the top level of the scenario (it sets both "
+                             "the robot and the node)")
+        try:
+            NodeConfig.model_validate(value)
+        except ValidationError as exc:
+            raise ValueError("; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                                       for e in exc.errors())) from None
+        return value
+
+    @model_validator(mode="after")
+    def _times(self) -> Scenario:
+        late = [f"{what}[{i}].at_s" for what, items in (("commands", self.commands),
+                                                         ("pushes", self.pushes))
+                for i, c in enumerate(items) if c.at_s > self.duration_s]
+        if late:
+            raise ValueError(f"{', '.join(late)} after duration_s {self.duration_s}")
+        return self
+
+    def node_config(self) -> NodeConfig:
+        node = {"fifo_priority": self.realtime_priority, **self.node}
+        return NodeConfig.model_validate({**node, "interface": self.interface})
+
+
+def default_scenario(kind: str, target: Vec3 = (0.0, 0.0, 1.0),
+                     control_rate_hz: float = 100.0) -> Scenario:
+    """What `simreal hil` runs without --scenario: a hover at the trained target, or a walk
+    forward at 0.5 m/s."""
+    if kind == "quadrotor":
+        # lock-step: the node computes on each odometry message, as a PX4 offboard controller
+        # usually does (the hover policy was trained without command latency; at a fixed rate
+        # the state waits for the next period, about one more period of delay)
+        return Scenario(name="hover", duration_s=10.0,
+                        robot=RobotSimConfig(state_rate_hz=control_rate_hz),
+                        node={"trigger": "state"},
+                        commands=[Command(at_s=0.0, position=target)],
+                        expect=Expect(hover=HoverCheck(from_s=6.0, to_s=10.0,
+                                                       max_error_m=0.1)))
+    return Scenario(name="walk", duration_s=14.0,
+                    commands=[Command(at_s=0.0, velocity=(0.0, 0.0, 0.0)),
+                              Command(at_s=1.0, velocity=(0.5, 0.0, 0.0))],
+                    expect=Expect(velocity=VelocityCheck(from_s=4.0, to_s=14.0,
+                                                         max_mean_error=0.15)))
+
+
+# --- faults -----------------------------------------------------------------------------------
+class _Timed(_Strict):
+    from_s: float = Field(default=0.0, ge=0)
+    to_s: float | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _Timed:
+        if self.to_s is not None and self.to_s <= self.from_s:
+            raise ValueError(f"to_s {self.to_s} must be after from_s {self.from_s}")
+        return self
+
+    def active(self, t: float) -> bool:
+        return t >= self.from_s and (self.to_s is None or t < self.to_s)
+
+
+class _LinkFault(_Timed):
+    direction: Literal["state", "command", "both"] = "both"
+    topics: list[str] | None = Field(default=None, description="ROS topic names (default all)")
+
+    def applies(self, direction: str, topic: str, t: float) -> bool:
+        return (self.direction in (direction, "both") and self.active(t) and
+                (self.topics is None or topic in self.topics))
+
+
+class Drop(_LinkFault):
+    kind: Literal["drop"]
+    rate: float = Field(ge=0, le=1)
+
+
+class Delay(_LinkFault):
+    kind: Literal["delay"]
+    delay_s: float = Field(ge=0)
+    jitter_s: float = Field(default=0.0, ge=0, description="uniform in +-jitter_s")
+
+
+class Reorder(_LinkFault):
+    kind: Literal["reorder"]
+    probability: float = Field(ge=0, le=1)
+    hold_s: float = Field(default=0.02, gt=0, description="extra delay of a held message")
+
+
+class Duplicate(_LinkFault):
+    kind: Literal["duplicate"]
+    probability: float = Field(ge=0, le=1)
+
+
+class _SensorFault(_Timed):
+    signal: str
+    index: list[int] | None = Field(default=None, description="components (default all)")
+
+
+class SensorBias(_SensorFault):
+    kind: Literal["sensor_bias"]
+    value: list[float] = Field(min_length=1, description="one value, or one per component")
+
+
+class SensorNoise(_SensorFault):
+    kind: Literal["sensor_noise"]
+    std: float = Field(gt=0)
+
+
+class SensorFreeze(_SensorFault):
+    kind: Literal["sensor_freeze"]
+
+
+class NanBurst(_SensorFault):
+    kind: Literal["nan_burst"]
+
+
+class ClockJump(_Strict):
+    kind: Literal["clock_jump"]
+    at_s: float = Field(ge=0)
+    jump_s: float
+
+
+class NodeCrash(_Strict):
+    kind: Literal["node_crash"]
+    at_s: float = Field(ge=0)
+    restart_after_s: float | None = Field(default=None, gt=0)
+
+
+class RobotRestart(_Strict):
+    kind: Literal["robot_restart"]
+    at_s: float = Field(ge=0)
+    downtime_s: float = Field(default=0.5, ge=0)
+    resume: Literal["initial", "snapshot"] = "initial"
+
+
+Fault = Annotated[Drop | Delay | Reorder | Duplicate | SensorBias | SensorNoise | SensorFreeze
+                  | NanBurst | ClockJump | NodeCrash | RobotRestart,
+                  Field(discriminator="kind")]
+LINK_FAULTS = (Drop, Delay, Reorder, Duplicate)
+SENSOR_FAULTS = (SensorBias, SensorNoise, SensorFreeze, NanBurst)
+
+
+class FaultPlan(_Strict):
+    seed: int = 0
+    faults: list[Fault] = []
+
+    def of(self, *kinds: type) -> list[Any]:
+        return [f for f in self.faults if isinstance(f, kinds)]
+
+
+# --- loading ------------------------------------------------------------------------------------
+def _field_path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in {"drop", "delay", "reorder", "duplicate", "sensor_bias", "sensor_noise",
+                      "sensor_freeze", "nan_burst", "clock_jump", "node_crash",
+                      "robot_restart"}:
+            continue  # the union member pydantic names: the fault's kind, already clear
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _load(path: str | Path, model: type[BaseModel]) -> Any:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise HilConfigError(f"{path}: not valid YAML: {exc}") from None
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise HilConfigError(f"{path}: expected a mapping at the top level")
+    return validate(raw, model, str(path))
+
+
+def validate(raw: dict[str, Any], model: type[BaseModel], where: str) -> Any:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        lines = []
+        for e in exc.errors():
+            loc = _field_path(e["loc"])
+            if e["type"] == "model_type" or not loc:
+                loc = loc or "(top level)"
+            lines.append(f"{loc}: {e['msg']}")
+        raise HilConfigError(f"{where}: " + "; ".join(lines)) from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    scenario = _load(path, Scenario)
+    if scenario.name == "scenario":
+        scenario = scenario.model_copy(update={"name": Path(path).stem})
+    return scenario
+
+
+def load_faults(path: str | Path) -> FaultPlan:
+    return _load(path, FaultPlan)

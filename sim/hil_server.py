@@ -1,0 +1,222 @@
+"""The real-time loop of a simulated robot behind its topics (sim/hil_robot.py's SimRobot).
+
+`RobotServer` paces the simulation to real time on an absolute schedule of physics steps
+(catching up after a late wake-up, restarting the schedule when more than `max_lag_s` behind),
+takes commands every step, publishes state at `state_rate_hz`, and keeps the garbage collector
+out of the steps (young collections in the slack). Hooks let a harness (hil/) inject link and
+sensor faults (`Link`, `sensor_filter`), shift the robot's clock (`clock`), act at scenario
+times (`on_tick`: pushes) and record every message (`Observer`).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+import numpy as np
+
+from deploy.interfaces import RobotInterface
+from sim.hil_robot import SimRobot
+
+
+class Observer(Protocol):
+    """What a harness learns from the robot (hil/ records it)."""
+
+    def sent(self, topic: str, msg: Any, data: bytes) -> None: ...
+    def received(self, topic: str, msg: Any, t_ns: int) -> None: ...
+    def event(self, kind: str, **fields: Any) -> None: ...
+    def truth(self, sim: SimRobot) -> None: ...
+
+
+class Link(Protocol):
+    """The path between the robot's application and the wire (a harness injects faults)."""
+
+    def send(self, topic: str, msg: Any, data: bytes, write: Callable[[Any], None]) -> None: ...
+    def receive(self, topic: str, msgs: list[Any]) -> list[Any]: ...
+    def pump(self) -> None: ...
+
+
+class DirectLink:
+    """No faults: every message goes out and comes in as it is."""
+
+    def send(self, topic: str, msg: Any, data: bytes, write: Callable[[Any], None]) -> None:
+        write(msg)
+
+    def receive(self, topic: str, msgs: list[Any]) -> list[Any]:
+        return msgs
+
+    def pump(self) -> None:
+        pass
+
+
+class NullObserver:
+    def sent(self, topic: str, msg: Any, data: bytes) -> None:
+        pass
+
+    def received(self, topic: str, msg: Any, t_ns: int) -> None:
+        pass
+
+    def event(self, kind: str, **fields: Any) -> None:
+        pass
+
+    def truth(self, sim: SimRobot) -> None:
+        pass
+
+
+def with_bytes(msg: Any, data: bytes) -> Any:
+    """The message, serializing to `data` from now on (a DataWriter serializes what it writes:
+    bytes already made for the log are not made twice)."""
+    msg.serialize = lambda *args, **kwargs: data
+    return msg
+
+
+def topic_names(interface: RobotInterface, overrides: Mapping[str, str] | None = None
+                ) -> dict[str, str]:
+    specs = interface.state_topics + interface.command_topics
+    names = {s.key: s.default for s in specs}
+    names.update({k: v for k, v in (overrides or {}).items() if k in names})
+    return names
+
+
+class RobotServer:
+    """Runs a SimRobot in real time behind its topics on a transport (deploy/transport.py)."""
+
+    def __init__(self, sim: SimRobot, transport: Any, topics: Mapping[str, str] | None = None,
+                 state_rate_hz: float | None = None, link: Link | None = None,
+                 observer: Observer | None = None,
+                 sensor_filter: Callable[[dict[str, np.ndarray], float], dict] | None = None,
+                 clock: Callable[[float], float] | None = None,
+                 on_tick: Callable[[float], None] | None = None,
+                 truth_rate_hz: float | None = None):
+        self.sim = sim
+        iface = sim.interface
+        self.topics = topic_names(iface, topics)
+        self.link = link or DirectLink()
+        self.observer = observer or NullObserver()
+        self.sensor_filter = sensor_filter
+        self.clock = clock or (lambda t: t)  # scenario time -> the stamp offset of the robot
+        self.on_tick = on_tick
+        rate = state_rate_hz or sim.cfg.state_rate_hz or 2 * sim.control_rate
+        self.publish_every = max(1, round(1.0 / (rate * sim.dt)))
+        self.truth_every = max(1, round(1.0 / ((truth_rate_hz or sim.control_rate) * sim.dt)))
+        self.pubs = {s.key: transport.publisher(self.topics[s.key], s.type, s.qos)
+                     for s in iface.state_topics}
+        self.subs = {s.key: transport.subscription(self.topics[s.key], s.type, s.qos)
+                     for s in iface.command_topics}
+        # PX4's offboard heartbeat first: it enables the motor commands of the same period
+        self._take_order = sorted(self.subs, key=lambda k: k != "offboard_control_mode")
+        self.ticks = 0
+        self.late_ticks = 0  # ticks that started more than one physics step late
+        self.slips = 0  # times the schedule was given up and restarted (far behind)
+        self.max_late_s = 0.0
+        self.t0: float | None = None  # monotonic time of the first command
+        self._started_at: float | None = None
+
+    def _publish(self, t_scn: float) -> None:
+        sim = self.sim
+        signals = sim.signals()
+        if self.sensor_filter is not None:
+            signals = self.sensor_filter(signals, t_scn)
+        offset = self.clock(t_scn)
+        for key, msg in sim.interface.state_messages(signals, time.time() + offset):
+            if offset:
+                msg = _shift_native_stamp(msg, offset)
+            data = msg.serialize()
+            topic = self.topics[key]
+            self.observer.sent(topic, msg, data)
+            self.link.send(topic, with_bytes(msg, data), data, self.pubs[key].write)
+
+    def _take(self) -> None:
+        sim = self.sim
+        for key in self._take_order:
+            topic = self.topics[key]
+            msgs = self.link.receive(topic, self.subs[key].take())
+            t_ns = time.time_ns()  # one time for what one take delivers
+            for msg in msgs:
+                self.observer.received(topic, msg, t_ns)
+                was_started, was_failsafe = sim.started, sim.failsafe_active
+                if not sim.apply(key, msg):
+                    self.observer.event("command_rejected", topic=topic)
+                elif was_failsafe and not sim.failsafe_active:
+                    self.observer.event("failsafe_cleared", robot_time=sim.time)
+                elif not was_started and sim.started:
+                    self._started_at = time.monotonic()
+                    self.t0 = self.t0 or self._started_at
+                    self.observer.event("started", t0=self.t0)
+                    print(json.dumps({"event": "started", "t0": self.t0}), flush=True)
+
+    def run(self, stop: threading.Event, max_s: float | None = None,
+            t0: float | None = None) -> dict[str, Any]:
+        """Serve until `stop` is set or max_s (wall) passed; `t0` (monotonic) is scenario time
+        zero when a harness gives it (else the first command)."""
+        self.t0 = t0
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # collections run in the slack between steps, never in the middle of one
+        try:
+            return self._run(stop, max_s)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _run(self, stop: threading.Event, max_s: float | None) -> dict[str, Any]:
+        sim = self.sim
+        start = begin = time.monotonic()
+        k = 0
+        while not stop.is_set() and (max_s is None or time.monotonic() - begin < max_s):
+            deadline = start + k * sim.dt
+            now = time.monotonic()
+            if deadline > now:
+                time.sleep(deadline - now)
+            now = time.monotonic()
+            late = now - deadline
+            self.max_late_s = max(self.max_late_s, late)
+            if late > sim.dt:
+                self.late_ticks += 1
+            if late > sim.cfg.max_lag_s:  # too far behind to catch up: restart the schedule
+                self.slips += 1
+                start, k = now, 0
+            t_scn = now - self.t0 if self.t0 is not None else -1.0
+            self._take()
+            event = sim.step()
+            if event == "failsafe":
+                self.observer.event(event, robot_time=sim.time,
+                                    since_command_s=sim.failsafe_after)
+            elif event is not None:
+                self.observer.event(event, robot_time=sim.time)
+            if self.ticks % self.publish_every == 0:
+                self._publish(t_scn)
+            if sim.started and self.ticks % self.truth_every == 0:
+                self.observer.truth(sim)
+            self.link.pump()
+            if self.on_tick is not None:
+                self.on_tick(t_scn)
+            self.ticks += 1
+            k += 1
+            if start + k * sim.dt - time.monotonic() > 0.5 * sim.dt:
+                gc.collect(0 if self.ticks % 500 else 1)
+        wall = time.monotonic() - self._started_at if self._started_at else None
+        return {"ticks": self.ticks, "robot_time_s": sim.time, "physics_dt": sim.dt,
+                "late_ticks": self.late_ticks, "slips": self.slips,
+                "max_late_ms": self.max_late_s * 1e3,
+                "real_time_factor": sim.time / wall if wall else None,
+                "commands_applied": sim.commands_applied,
+                "commands_rejected": sim.commands_rejected,
+                "failsafe_active": sim.failsafe_active}
+
+
+def _shift_native_stamp(msg: Any, offset_s: float) -> Any:
+    """A jump of the robot's clock in robot-native stamps (PX4 timestamps in us, the Unitree
+    tick in ms, CRC renewed), as the generic messages get it in their header stamps."""
+    from deploy import px4, unitree
+
+    if isinstance(msg, px4.VehicleOdometry):
+        us = max(0, msg.timestamp + int(offset_s * 1e6))
+        msg.timestamp = msg.timestamp_sample = us
+    elif isinstance(msg, unitree.LowState):
+        msg.tick = (msg.tick + int(offset_s * 1e3)) & 0xFFFFFFFF
+        unitree.with_crc(msg)
+    return msg

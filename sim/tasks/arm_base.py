@@ -1,0 +1,248 @@
+"""What the arm tasks (arm-reach, arm-lift) share: the Panda's joint position control,
+its signals, the actor's view of the tool pose, and the per-episode randomization.
+
+Actions are joint position targets: target_i = default_i + scale_i * a_i, a in [-1, 1] (the
+contract's ActionSpec), tracked by the joint position controllers that MuJoCo runs at the
+physics rate (PD with gravity compensation, sim/actuators.py). The last action is the gripper:
+finger opening in metres, finger 2 coupled.
+
+The actor sees what the robot's joint states give (positions relative to the default pose,
+velocities), with encoder noise, and the tool pose computed from those noisy joint angles by
+the forward kinematics the deploy runtime runs (robots/kinematics.py): the same function of
+the same kind of numbers on both sides. The critic sees the true signals (MuJoCo's sensors)
+and privileged parameters.
+
+Randomized per episode: joint damping, controller gains, command latency (MuJoCo's actuator
+delay, 0..20 ms); per step: encoder noise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mujoco
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from deploy.contract import ActionSpec, ObsTerm, PolicyContract
+from robots import Robot
+from robots.kinematics import forward_kinematics
+from sim.actuators import PDActuators
+from sim.tasks.go2_locomotion import single_torch_thread
+from sim.vec_env import TaskConfig, VecEnv
+
+Range = tuple[float, float]
+NUM_ARM_JOINTS = 7
+
+
+class _Cfg(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ArmRandomization(_Cfg):
+    enabled: bool = True
+    damping: Range = (0.5, 3.0)  # N m s/rad, joint (gear) damping, uniform per joint
+    kp_scale: Range = (0.9, 1.1)
+    kd_scale: Range = (0.9, 1.1)
+    latency: Range = (0.0, 0.02)  # s, command to joint controller
+
+
+class ArmNoise(_Cfg):
+    joint_pos: float = 0.002  # rad (m for the finger)
+    joint_vel: float = 0.02  # rad/s
+
+
+class ArmConfig(TaskConfig):
+    # rad per action unit for joints 1-7, then m for the gripper (offset: the default pose)
+    action_scale: list[float] = Field(
+        default=[1.2, 1.5, 1.2, 1.5, 1.2, 1.5, 2.0, 0.04], min_length=8, max_length=8)
+    joint_noise: float = 0.2  # rad, uniform around the default pose at a reset
+    randomization: ArmRandomization = ArmRandomization()
+    noise: ArmNoise = ArmNoise()
+
+
+def quat_angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Angle (rad) of the rotation between unit quaternions a and b (..., 4)."""
+    dot = (a * b).sum(-1).abs().clamp(max=1.0)
+    return 2 * torch.acos(dot)
+
+
+class ArmTask(VecEnv):
+    robot_name = "panda"
+    config_class = ArmConfig
+    cfg: ArmConfig
+    # sensor roles (robot.yaml `sensors`) the task reads; others may be absent from its model
+    sensor_roles: tuple[str, ...] = ("ee_position", "ee_orientation", "ee_linear_velocity",
+                                     "finger2_pos", "finger_force_left", "finger_force_right")
+
+    def __init__(self, robot: Robot, cfg: ArmConfig, num_envs: int, seed: int,
+                 nthread: int | None = None):
+        spec = robot.spec
+        if spec.kind != "arm" or spec.kinematics is None or len(spec.joints) != 8:
+            raise ValueError(f"{self.name} needs a 7-joint arm with a gripper, {robot.name} is "
+                             f"{spec.kind} with {len(spec.joints)} joints")
+        self.kinematics = spec.kinematics
+        self.default_pos = torch.tensor([j.default for j in spec.joints])
+        self.action_scale = torch.tensor(cfg.action_scale)
+        super().__init__(robot, cfg, num_envs, seed)
+        self.backend = self.make_backend(robot.mjcf_path, nthread, model=self._build_model())
+        b, m, n = self.backend, self.backend.model, num_envs
+        self.actuators = PDActuators(robot, b)
+        joints = spec.joints
+        self._joint_ids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j.name)
+                           for j in joints]
+        self._qpos_adr = torch.tensor([int(m.jnt_qposadr[j]) for j in self._joint_ids])
+        self._dof_adr = torch.tensor([int(m.jnt_dofadr[j]) for j in self._joint_ids])
+        # the second finger: coupled to the gripper joint by a joint equality in the MJCF
+        gripper = self._joint_ids[NUM_ARM_JOINTS]
+        coupled = [int(m.eq_obj1id[e]) for e in range(m.neq)
+                   if m.eq_type[e] == mujoco.mjtEq.mjEQ_JOINT and m.eq_obj2id[e] == gripper]
+        self._finger2_qpos = int(m.jnt_qposadr[coupled[0]]) if coupled else None
+        self._cols = {
+            "joint_pos": self._columns([j.position_sensor for j in joints]),
+            "joint_vel": self._columns([j.velocity_sensor for j in joints]),
+            "joint_effort": self._columns([j.torque_sensor for j in joints]),
+            **{role: self._columns([spec.sensors[role]]) for role in self.sensor_roles},
+        }
+        self.lower = torch.tensor(m.jnt_range[self._joint_ids, 0], dtype=torch.float32)
+        self.upper = torch.tensor(m.jnt_range[self._joint_ids, 1], dtype=torch.float32)
+        self.dof_damping = b.model_field("dof_damping")
+        self.nominal_damping = torch.from_numpy(m.dof_damping[self._dof_adr[:NUM_ARM_JOINTS]]
+                                                .copy())
+        self.damping = self.nominal_damping.expand(n, -1).clone().float()
+        self._sensors: dict[str, torch.Tensor] | None = None
+        self.success = torch.zeros(n, dtype=torch.bool)
+
+    # --- the protocol, with the torch work on one thread (see single_torch_thread) ----------
+    def step(self, actions: torch.Tensor):
+        with single_torch_thread():
+            return super().step(actions)
+
+    def reset(self):
+        with single_torch_thread():
+            return super().reset()
+
+    # --- what a task provides beyond VecEnv's -----------------------------------------------
+    def _build_model(self) -> mujoco.MjModel | None:
+        """The model to simulate; None compiles the robot's MJCF as it is."""
+        return None
+
+    def _columns(self, names: list[str]) -> slice | torch.Tensor:
+        idx: list[int] = []
+        for name in names:
+            sl = self.backend.sensor_slice(name)
+            idx.extend(range(sl.start, sl.stop))
+        if idx == list(range(idx[0], idx[0] + len(idx))):
+            return slice(idx[0], idx[0] + len(idx))
+        return torch.tensor(idx)
+
+    # --- contract ---------------------------------------------------------------------------
+    def action_spec(self) -> ActionSpec:
+        spec = self.robot.spec
+        return ActionSpec(kind="joint_position", scale=list(self.cfg.action_scale),
+                          offset=[j.default for j in spec.joints], clip=1.0,
+                          kp=[j.kp for j in spec.joints], kd=[j.kd for j in spec.joints])
+
+    def joint_terms(self) -> list[ObsTerm]:
+        return [ObsTerm(name="joint_pos_rel", dim=self.num_actions, clip=10.0),
+                ObsTerm(name="joint_vel", dim=self.num_actions, scale=0.2, clip=10.0)]
+
+    def _contract(self, commands: dict) -> PolicyContract:
+        spec = self.robot.spec
+        return PolicyContract(task=self.name, robot=self.robot.name,
+                              robot_hash=self.robot.description_hash,
+                              control_rate_hz=spec.control.rate_hz,
+                              actuators=self.robot.actuator_names,
+                              observations=self.policy_terms(), action=self.action_spec(),
+                              commands=commands)
+
+    # --- signals ----------------------------------------------------------------------------
+    def read(self) -> dict[str, torch.Tensor]:
+        """Named float32 views of this physics update's sensors (one copy per update)."""
+        if self._sensors is None:
+            data = self.backend.sensordata.to(torch.float32)
+            self._sensors = {k: data[:, c] for k, c in self._cols.items()}
+        return self._sensors
+
+    def joint_signals(self) -> dict[str, torch.Tensor]:
+        s = self.read()
+        return {"joint_pos": s["joint_pos"], "joint_vel": s["joint_vel"],
+                "joint_effort": s["joint_effort"], "default_joint_pos": self.default_pos,
+                "ee_position": s["ee_position"], "ee_orientation": s["ee_orientation"],
+                "last_action": self.last_action}
+
+    def noisy_joint_signals(self) -> dict[str, torch.Tensor]:
+        """Joint states with encoder noise, and the tool pose as deploy computes it from them."""
+        s = self.joint_signals()
+        nz, n, nj = self.cfg.noise, self.num_envs, self.num_actions
+        noise = torch.randn(n, 2 * nj, generator=self.generator)
+        q = s["joint_pos"] + nz.joint_pos * noise[:, :nj]
+        s["joint_pos"] = q
+        s["joint_vel"] = s["joint_vel"] + nz.joint_vel * noise[:, nj:]
+        with single_torch_thread():  # evaluation calls this outside step()
+            s["ee_position"], s["ee_orientation"] = forward_kinematics(self.kinematics, q)
+        return s
+
+    def actuator_privileged(self) -> torch.Tensor:
+        """Randomized joint parameters, for the critic: damping, gains, latency."""
+        a = self.actuators
+        return torch.cat([
+            (self.damping - 1.0) / 2.0,
+            (a.kp_scale - 1).float().mean(-1, keepdim=True) * 10,
+            (a.kd_scale - 1).float().mean(-1, keepdim=True) * 10,
+            a.latency[:, None].float() * 50,
+        ], dim=-1)
+
+    # --- dynamics ---------------------------------------------------------------------------
+    def apply_actions(self, actions: torch.Tensor) -> None:
+        self.backend.ctrl.copy_(actions * self.action_scale)  # relative to the default pose
+        self.backend.step(self.decimation)
+        self._sensors = None
+
+    # --- resets -----------------------------------------------------------------------------
+    def randomize_joints(self, ids: torch.Tensor) -> None:
+        rnd, a, n, g = self.cfg.randomization, self.actuators, len(ids), self.generator
+        if not rnd.enabled:
+            return
+
+        def u(low: float, high: float, *shape: int) -> torch.Tensor:
+            return low + (high - low) * torch.rand(n, *shape, generator=g)
+
+        self.damping[ids] = u(*rnd.damping, NUM_ARM_JOINTS)
+        a.kp_scale[ids] = u(*rnd.kp_scale, self.num_actions).double()
+        a.kd_scale[ids] = u(*rnd.kd_scale, self.num_actions).double()
+        a.latency[ids] = u(*rnd.latency).double()
+        a.write(ids)
+        self.dof_damping[ids[:, None], self._dof_adr[None, :NUM_ARM_JOINTS]] = \
+            self.damping[ids].double()
+
+    def reset_joints(self, ids: torch.Tensor) -> None:
+        """Back to the default pose plus noise, at rest; the command history cleared."""
+        b, n, g = self.backend, len(ids), self.generator
+        b.reset(ids)  # time, warm starts and the actuators' command history (zero: default)
+        q = self.default_pos + (torch.rand(n, self.num_actions, generator=g) * 2 - 1
+                                ) * self.cfg.joint_noise
+        q[:, NUM_ARM_JOINTS] = self.default_pos[NUM_ARM_JOINTS]  # the gripper starts open
+        q = torch.minimum(torch.maximum(q, self.lower), self.upper)
+        qpos = b.qpos[ids]
+        qpos[:, self._qpos_adr] = q.double()
+        if self._finger2_qpos is not None:
+            qpos[:, self._finger2_qpos] = q[:, NUM_ARM_JOINTS].double()
+        b.qpos[ids] = qpos
+        b.qvel[ids] = 0.0
+        b.ctrl[ids] = 0.0
+
+    def episode_stats(self, ids: torch.Tensor, ok: torch.Tensor) -> dict[str, Any]:
+        """Success of envs `ids`' finished episodes (ok), for the log."""
+        lengths = self.episode_length_buf[ids]
+        ended = lengths > 0
+        if not ended.any():
+            return {}
+        self.success[ids] = ok
+        return {"/episode/success_rate": ok[ended].float().mean().item(),
+                "/episode/return": self.episode_return[ids][ended].mean().item()}
+
+    # --- evaluation helpers -----------------------------------------------------------------
+    def window_mask(self, steps: int, lengths: torch.Tensor) -> torch.Tensor:
+        t = torch.arange(steps)[:, None]
+        return (t < lengths[None]) & (t >= lengths[None] - self.window)

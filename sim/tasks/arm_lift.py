@@ -1,0 +1,306 @@
+"""arm-lift: grasp a cube from the table and hold it at a commanded height.
+
+Each episode draws a cube (edge, mass, friction), places it at rest at a random position and
+yaw in front of the robot, and commands a lift height (of the cube's centre above the table).
+The arm starts near its default pose with the gripper open.
+
+Actor: joint states (noisy), the tool pose from their forward kinematics (as on the robot),
+and the cube's pose as a camera-based estimator gives it: `delay_steps` control periods old
+(per episode), with a per-episode bias and per-step noise; the lift height command; last
+action. Critic: the same from the true signals (the cube's exact pose), plus the cube's
+velocity, the fingertip contact forces, the cube's size, mass and friction, the estimator's
+delay and the randomized joint parameters.
+
+Success: over the last `hold_s` of the episode the cube's centre stays within
+`success_tolerance` of the commanded height.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import mujoco
+import torch
+from pydantic import Field
+
+from deploy.contract import CommandRange, ObsTerm, PolicyContract
+from robots import Robot
+from robots.kinematics import forward_kinematics
+from sim.tasks.arm_base import ArmConfig, ArmTask, Range, _Cfg
+
+# what `simreal train arm-lift` uses unless told otherwise (measured on 2 cores)
+TRAIN_DEFAULTS: dict[str, Any] = {
+    "algo": "ppo",
+    "ppo": {"envs": 512, "steps": 20_000_000,
+            "config": {"steps_per_env": 32, "epochs": 5, "minibatches": 4,
+                       "actor_hidden": [256, 128], "critic_hidden": [256, 128],
+                       "init_std": 0.3, "learning_rate": 1e-3, "entropy_coef": 0.001}},
+}
+
+
+class CubeConfig(_Cfg):
+    half_size: Range = (0.02, 0.03)  # m: edges of 4 to 6 cm (the fingers open to 8 cm)
+    mass: Range = (0.05, 0.3)  # kg
+    friction: Range = (0.5, 1.2)
+    x: Range = (0.4, 0.6)  # m, base frame
+    y: Range = (-0.15, 0.15)
+    yaw: float = Field(default=math.pi / 4, ge=0, le=math.pi)  # a cube repeats every pi/2
+
+
+class EstimatorConfig(_Cfg):
+    """The camera-based pose estimate the actor gets."""
+
+    delay_steps: tuple[int, int] = (1, 3)  # control periods, per episode (20-60 ms)
+    position_bias: float = 0.003  # m, per episode per axis (calibration)
+    position_noise: float = 0.003  # m, per step
+    orientation_noise: float = 0.02  # quaternion components per step, renormalized
+
+
+class LiftReward(_Cfg):
+    """Per step, d the tool-to-cube distance, e the cube's distance from the commanded
+    height: reach (1 - tanh(d / reach_scale)) + reach_fine (1 - tanh(d / reach_fine_scale))
+    + grasp [both fingertips pressing, the cube between the fingers] + lift [lifted]
+    + lifted (goal_coarse (1 - tanh(e / goal_coarse_scale)) + goal (1 - tanh(e / goal_scale)))
+    - action_rate |da|^2 - joint_vel |qdot|^2."""
+
+    reach: float = 1.0
+    reach_scale: float = 0.2  # m
+    reach_fine: float = 1.0
+    reach_fine_scale: float = 0.03  # m
+    grasp: float = 1.0
+    contact_force: float = 0.5  # N: a fingertip touch above it is a contact
+    lift: float = 4.0
+    lifted: float = 0.02  # m above its resting height: the cube counts as lifted
+    goal_coarse: float = 4.0
+    goal_coarse_scale: float = 0.3  # m
+    goal: float = 6.0
+    goal_scale: float = 0.05  # m
+    action_rate: float = 0.01
+    joint_vel: float = 0.001
+
+
+class LiftConfig(ArmConfig):
+    episode_s: float = 5.0
+    hold_s: float = 0.5
+    lift_height: Range = (0.15, 0.3)  # m, the cube's centre above the table
+    success_tolerance: float = 0.03  # m
+    # training only: the fraction of episodes that start with the cube already between the
+    # closed fingers (at the tool, aligned with the hand), so that holding and lifting are
+    # learned while the approach is (a start-state curriculum; evaluation uses 0)
+    grasped_start: float = Field(default=0.0, ge=0, le=1)
+    cube: CubeConfig = CubeConfig()
+    estimator: EstimatorConfig = EstimatorConfig()
+    reward: LiftReward = LiftReward()
+
+
+class ArmLift(ArmTask):
+    name = "arm-lift"
+    config_class = LiftConfig
+    cfg: LiftConfig
+    train_defaults = TRAIN_DEFAULTS
+    sensor_roles = (*ArmTask.sensor_roles, "object_position", "object_orientation",
+                    "object_linear_velocity", "object_angular_velocity")
+
+    def __init__(self, robot: Robot, cfg: LiftConfig, num_envs: int, seed: int,
+                 nthread: int | None = None):
+        super().__init__(robot, cfg, num_envs, seed, nthread)
+        b, m, n = self.backend, self.backend.model, num_envs
+        self.cube_body = b.body_id("cube")
+        self.cube_geom = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "cube")
+        joint = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, "cube")
+        self._cube_qpos = int(m.jnt_qposadr[joint])
+        self._cube_dof = int(m.jnt_dofadr[joint])
+        self.geom_size = b.model_field("geom_size")
+        self.geom_friction = b.model_field("geom_friction")
+        self.body_mass = b.model_field("body_mass")
+        self.body_inertia = b.model_field("body_inertia")
+        self.half_size = torch.full((n,), 0.025)
+        self.cube_mass = torch.full((n,), 0.1)
+        self.friction = torch.ones(n)
+        self.lift_height = torch.zeros(n, 1)
+        est = cfg.estimator
+        self.max_delay = est.delay_steps[1]
+        # true cube poses of the last max_delay + 1 control steps, newest last
+        self.pose_history = torch.zeros(n, self.max_delay + 1, 7)
+        self.delay = torch.ones(n, dtype=torch.long)
+        self.bias = torch.zeros(n, 3)
+        self.hold_steps = torch.zeros(n, dtype=torch.long)
+        self.window = max(1, round(cfg.hold_s / self.dt))
+        self._rows = torch.arange(n)
+        self._metrics: dict[str, torch.Tensor] = {}
+
+    def _build_model(self) -> mujoco.MjModel:
+        """The MJCF with the cube compiled at its largest size, so that the collision bounds
+        cover every size an episode draws (per-env sizes only shrink it, then set_const)."""
+        spec = mujoco.MjSpec.from_file(str(self.robot.mjcf_path))
+        s = self.cfg.cube.half_size[1]
+        spec.geom("cube").size = [s, s, s]
+        return spec.compile()
+
+    # --- contract ---------------------------------------------------------------------------
+    def policy_terms(self) -> list[ObsTerm]:
+        return [*self.joint_terms(),
+                ObsTerm(name="object_position_rel", dim=3, scale=2.0, clip=10.0),
+                ObsTerm(name="object_rotation_matrix", dim=9, clip=1.0),
+                ObsTerm(name="lift_height_error", dim=1, scale=5.0, clip=10.0),
+                ObsTerm(name="last_action", dim=self.num_actions, clip=1.0)]
+
+    def contract(self) -> PolicyContract:
+        lo, hi = self.cfg.lift_height
+        return self._contract({"lift_height": CommandRange(low=[lo], high=[hi])})
+
+    # --- signals ----------------------------------------------------------------------------
+    def signals(self) -> dict[str, torch.Tensor]:
+        s = self.joint_signals()
+        r = self.read()
+        s["object_position"] = r["object_position"]
+        s["object_orientation"] = r["object_orientation"]
+        s["lift_height"] = self.lift_height
+        return s
+
+    def noisy_signals(self) -> dict[str, torch.Tensor]:
+        s = self.noisy_joint_signals()
+        est, n = self.cfg.estimator, self.num_envs
+        old = self.pose_history[self._rows, self.max_delay - self.delay]
+        noise = torch.randn(n, 7, generator=self.generator)
+        s["object_position"] = old[:, :3] + self.bias + est.position_noise * noise[:, :3]
+        s["object_orientation"] = torch.nn.functional.normalize(
+            old[:, 3:] + est.orientation_noise * noise[:, 3:], dim=-1)
+        s["lift_height"] = self.lift_height
+        return s
+
+    def privileged(self) -> torch.Tensor:
+        r = self.read()
+        force = torch.cat([r["finger_force_left"], r["finger_force_right"]], -1)
+        return torch.cat([
+            r["object_linear_velocity"], r["object_angular_velocity"] * 0.1,
+            (force / 10).clamp(max=5.0),
+            ((self.half_size - 0.025) * 100)[:, None],
+            (self.cube_mass * 5)[:, None],
+            self.friction[:, None],
+            self.delay[:, None].float(),
+            self.actuator_privileged(),
+        ], dim=-1)
+
+    # --- dynamics ---------------------------------------------------------------------------
+    def apply_actions(self, actions: torch.Tensor) -> None:
+        super().apply_actions(actions)
+        r = self.read()
+        self.pose_history = torch.roll(self.pose_history, -1, dims=1)
+        self.pose_history[:, -1, :3] = r["object_position"]
+        self.pose_history[:, -1, 3:] = r["object_orientation"]
+
+    def rewards_and_terminations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        r, w, c = self.read(), self.cfg.reward, self.cfg
+        obj = r["object_position"]
+        dist = torch.linalg.vector_norm(obj - r["ee_position"], dim=-1)
+        touching = ((r["finger_force_left"][:, 0] > w.contact_force)
+                    & (r["finger_force_right"][:, 0] > w.contact_force))
+        grasped = touching & (dist < self.half_size + 0.02)
+        height = obj[:, 2] - self.half_size  # above its resting height
+        target = self.lift_height[:, 0]
+        lifted = (height > w.lifted).float()
+        goal_err = (obj[:, 2] - target).abs()
+        action_rate = (self.last_action - self.prev_action).square().sum(-1)
+        joint_vel = r["joint_vel"][:, :7].square().sum(-1)
+        reward = (w.reach * (1 - torch.tanh(dist / w.reach_scale))
+                  + w.reach_fine * (1 - torch.tanh(dist / w.reach_fine_scale))
+                  + w.grasp * grasped.float() + w.lift * lifted
+                  + lifted * (w.goal_coarse * (1 - torch.tanh(goal_err / w.goal_coarse_scale))
+                              + w.goal * (1 - torch.tanh(goal_err / w.goal_scale)))
+                  - w.action_rate * action_rate - w.joint_vel * joint_vel)
+        inside = goal_err < c.success_tolerance
+        self.hold_steps = torch.where(inside, self.hold_steps + 1, 0)
+        broken = ~torch.isfinite(obj).all(-1) | ~torch.isfinite(reward)
+        reward = torch.where(broken, torch.zeros_like(reward), reward)
+        self._metrics = {"lift_height": height, "height_error": goal_err,
+                         "grasped": grasped.float()}
+        log = {"/reward/grasped": grasped.float().mean().item(),
+               "/reward/lifted": lifted.mean().item(),
+               "/reward/distance_m": dist.mean().item()}
+        return reward, broken, log
+
+    def step_metrics(self) -> dict[str, torch.Tensor]:
+        return self._metrics
+
+    def summarize(self, history: dict[str, torch.Tensor], lengths: torch.Tensor
+                  ) -> dict[str, float]:
+        """Over each episode's hold window: the cube's lift above its resting height (m), its
+        distance from the commanded height (mean, p95); grasp_rate: episodes that held the
+        cube between pressing fingertips at some step."""
+        steps = history["lift_height"].shape[0]
+        mask = self.window_mask(steps, lengths)
+        valid = torch.arange(steps)[:, None] < lengths[None]
+        err = history["height_error"][mask]
+        return {"lift_height_mean": history["lift_height"][mask].mean().item(),
+                "height_error_mean": err.mean().item(),
+                "height_error_p95": torch.quantile(err, 0.95).item(),
+                "grasp_rate": ((history["grasped"] * valid).amax(0) > 0).float().mean().item()}
+
+    # --- resets -----------------------------------------------------------------------------
+    def _randomize_cube(self, ids: torch.Tensor) -> None:
+        c, g, n = self.cfg.cube, self.generator, len(ids)
+
+        def u(low: float, high: float) -> torch.Tensor:
+            return low + (high - low) * torch.rand(n, generator=g)
+
+        self.half_size[ids] = s = u(*c.half_size)
+        self.cube_mass[ids] = mass = u(*c.mass)
+        self.friction[ids] = u(*c.friction)
+        self.geom_size[ids, self.cube_geom] = s[:, None].double().expand(-1, 3)
+        self.geom_friction[ids, self.cube_geom, 0] = self.friction[ids].double()
+        self.body_mass[ids, self.cube_body] = mass.double()
+        inertia = (2.0 / 3.0) * mass * s * s  # a solid cube of edge 2s
+        self.body_inertia[ids, self.cube_body] = inertia[:, None].double().expand(-1, 3)
+        self.backend.batch.set_const(ids=ids.numpy().astype("int32"))
+
+    def _hold_cube(self, ids: torch.Tensor, held: torch.Tensor, pose: torch.Tensor) -> None:
+        """Envs ids[held] start with the cube at the tool, aligned with the hand, the fingers
+        closed on it (pose rows are rewritten in place)."""
+        b = self.backend
+        rows = ids[held]
+        q = b.qpos[rows][:, self._qpos_adr].float()
+        tcp, quat = forward_kinematics(self.kinematics, q)
+        pose[held, :3] = tcp
+        pose[held, 3:] = quat
+        grip = self.half_size[rows] - 0.0005  # pressing on the faces
+        qpos = b.qpos[rows]
+        qpos[:, self._qpos_adr[-1]] = grip.double()
+        if self._finger2_qpos is not None:
+            qpos[:, self._finger2_qpos] = grip.double()
+        b.qpos[rows] = qpos
+
+    def reset_envs(self, ids: torch.Tensor) -> dict[str, Any]:
+        ok = (self.episode_length_buf[ids] >= self.max_episode_length) & \
+            (self.hold_steps[ids] >= self.window)
+        stats = self.episode_stats(ids, ok)
+        c, g, n, b = self.cfg, self.generator, len(ids), self.backend
+        self.randomize_joints(ids)
+        self._randomize_cube(ids)
+        self.reset_joints(ids)
+        u = torch.rand(n, 4, generator=g)
+        yaw = (2 * u[:, 2] - 1) * c.cube.yaw
+        pose = torch.zeros(n, 7)
+        pose[:, 0] = c.cube.x[0] + (c.cube.x[1] - c.cube.x[0]) * u[:, 0]
+        pose[:, 1] = c.cube.y[0] + (c.cube.y[1] - c.cube.y[0]) * u[:, 1]
+        pose[:, 2] = self.half_size[ids]
+        pose[:, 3] = torch.cos(yaw / 2)
+        pose[:, 6] = torch.sin(yaw / 2)
+        held = torch.rand(n, generator=g) < c.grasped_start
+        if held.any():
+            self._hold_cube(ids, held, pose)
+        qpos = b.qpos[ids]
+        qpos[:, self._cube_qpos:self._cube_qpos + 7] = pose.double()
+        b.qpos[ids] = qpos
+        b.forward(ids)
+        self._sensors = None
+        lo, hi = c.lift_height
+        self.lift_height[ids, 0] = lo + (hi - lo) * u[:, 3]
+        est = c.estimator
+        self.delay[ids] = torch.randint(est.delay_steps[0], est.delay_steps[1] + 1, (n,),
+                                        generator=g)
+        self.bias[ids] = est.position_bias * torch.randn(n, 3, generator=g)
+        self.pose_history[ids] = pose[:, None, :].expand(-1, self.max_delay + 1, -1)
+        self.hold_steps[ids] = 0
+        return stats

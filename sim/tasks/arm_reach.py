@@ -1,0 +1,202 @@
+"""arm-reach: bring the Panda's tool centre point to a random target pose and hold it there.
+
+Each episode draws a target: a position in a box in front of the robot and an orientation
+pointing the hand down, turned about the vertical by up to `yaw` and tilted by up to `tilt`
+about a random horizontal axis (every such pose is reachable: checked by inverse kinematics
+while the ranges were chosen). The arm starts near its default ("ready") pose.
+
+Actor: joint positions (relative to the default pose) and velocities, the tool's position
+and rotation errors to the target (forward kinematics of the noisy joint angles, as the deploy
+runtime computes them), last action. Critic: the same from the true signals, plus the tool's
+velocity and the randomized joint damping, gains and latency. No cube in this task's model.
+
+Success: over the last `hold_s` of the episode the tool stays within `success_position` (1 cm)
+and `success_angle_deg` (5 degrees) of the target.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import mujoco
+import torch
+from pydantic import Field
+
+from deploy.contract import CommandRange, ObsTerm, PolicyContract
+from robots import Robot
+from sim.sampling import quat_mul
+from sim.tasks.arm_base import ArmConfig, ArmTask, Range, _Cfg, quat_angle
+
+# what `simreal train arm-reach` uses unless told otherwise (measured on 2 cores)
+TRAIN_DEFAULTS: dict[str, Any] = {
+    "algo": "ppo",
+    "ppo": {"envs": 512, "steps": 10_000_000,
+            "config": {"steps_per_env": 24, "epochs": 5, "minibatches": 4,
+                       "actor_hidden": [128, 128], "critic_hidden": [128, 128],
+                       "init_std": 0.3, "learning_rate": 1e-3}},
+}
+
+# the hand pointing down: the tool's orientation at the default pose (x along world x)
+DOWN = (0.0, 1.0, 0.0, 0.0)
+
+
+class TargetConfig(_Cfg):
+    x: Range = (0.3, 0.6)  # m, base frame
+    y: Range = (-0.3, 0.3)
+    z: Range = (0.15, 0.55)
+    yaw: float = Field(default=math.pi / 2, ge=0, le=math.pi)  # rad about the vertical
+    tilt: float = Field(default=math.radians(25), ge=0, le=math.pi / 2)  # rad from vertical
+
+
+class ReachReward(_Cfg):
+    """Per step: -pos_linear e - rot_linear theta + pos_fine (1 - tanh(e / pos_scale))
+    + rot_fine (1 - tanh(theta / rot_scale)) - action_rate |da|^2 - joint_vel |qdot|^2."""
+
+    pos_linear: float = 2.0
+    pos_fine: float = 1.0
+    pos_scale: float = 0.02  # m
+    rot_linear: float = 0.5
+    rot_fine: float = 0.5
+    rot_scale: float = 0.05  # rad
+    action_rate: float = 0.05
+    joint_vel: float = 0.002
+
+
+class ReachConfig(ArmConfig):
+    episode_s: float = 3.0
+    hold_s: float = 0.5
+    success_position: float = 0.01  # m
+    success_angle_deg: float = 5.0
+    target: TargetConfig = TargetConfig()
+    reward: ReachReward = ReachReward()
+
+
+class ArmReach(ArmTask):
+    name = "arm-reach"
+    config_class = ReachConfig
+    cfg: ReachConfig
+    train_defaults = TRAIN_DEFAULTS
+
+    def __init__(self, robot: Robot, cfg: ReachConfig, num_envs: int, seed: int,
+                 nthread: int | None = None):
+        super().__init__(robot, cfg, num_envs, seed, nthread)
+        n = num_envs
+        self.target_pos = torch.zeros(n, 3)
+        self.target_quat = torch.zeros(n, 4)
+        self.target_quat[:, 0] = 1.0
+        self.hold_steps = torch.zeros(n, dtype=torch.long)
+        self.window = max(1, round(cfg.hold_s / self.dt))
+        self.success_angle = math.radians(cfg.success_angle_deg)
+        self._down = torch.tensor(DOWN)
+        self._metrics: dict[str, torch.Tensor] = {}
+
+    def _build_model(self) -> mujoco.MjModel:
+        """The robot's MJCF without the lift task's cube (and its sensors)."""
+        spec = mujoco.MjSpec.from_file(str(self.robot.mjcf_path))
+        for sensor in list(spec.sensors):
+            if sensor.objname == "cube":
+                spec.delete(sensor)
+        spec.delete(spec.body("cube"))
+        return spec.compile()
+
+    # --- contract ---------------------------------------------------------------------------
+    def policy_terms(self) -> list[ObsTerm]:
+        return [*self.joint_terms(),
+                ObsTerm(name="ee_position_error", dim=3, scale=2.0, clip=10.0),
+                ObsTerm(name="ee_rotation_error", dim=3, clip=10.0),
+                ObsTerm(name="last_action", dim=self.num_actions, clip=1.0)]
+
+    def contract(self) -> PolicyContract:
+        t = self.cfg.target
+        # the targets' quaternions (w, x, y, z), on the side where x >= 0: tilt_q yaw_q DOWN
+        # = tilt_q (0, cos(yaw/2), sin(yaw/2), 0); the tilt moves each component by at most
+        # sin(tilt/2). The middle of this box is DOWN: what a node holds before any command.
+        s, c = math.sin(t.tilt / 2), math.cos(t.tilt / 2)
+        y = min(1.0, math.sin(t.yaw / 2) + s)
+        return self._contract({
+            "target_position": CommandRange(low=[t.x[0], t.y[0], t.z[0]],
+                                            high=[t.x[1], t.y[1], t.z[1]]),
+            "target_orientation": CommandRange(
+                low=[-s, max(0.0, c * math.cos(t.yaw / 2) - s), -y, -s],
+                high=[s, 1.0, y, s]),
+        })
+
+    # --- signals ----------------------------------------------------------------------------
+    def signals(self) -> dict[str, torch.Tensor]:
+        s = self.joint_signals()
+        s["target_position"] = self.target_pos
+        s["target_orientation"] = self.target_quat
+        return s
+
+    def noisy_signals(self) -> dict[str, torch.Tensor]:
+        s = self.noisy_joint_signals()
+        s["target_position"] = self.target_pos
+        s["target_orientation"] = self.target_quat
+        return s
+
+    def privileged(self) -> torch.Tensor:
+        return torch.cat([self.read()["ee_linear_velocity"], self.actuator_privileged()], -1)
+
+    # --- rewards ----------------------------------------------------------------------------
+    def rewards_and_terminations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        s, w, c = self.read(), self.cfg.reward, self.cfg
+        err = torch.linalg.vector_norm(s["ee_position"] - self.target_pos, dim=-1)
+        angle = quat_angle(s["ee_orientation"], self.target_quat)
+        action_rate = (self.last_action - self.prev_action).square().sum(-1)
+        joint_vel = s["joint_vel"][:, :7].square().sum(-1)
+        reward = (-w.pos_linear * err - w.rot_linear * angle
+                  + w.pos_fine * (1 - torch.tanh(err / w.pos_scale))
+                  + w.rot_fine * (1 - torch.tanh(angle / w.rot_scale))
+                  - w.action_rate * action_rate - w.joint_vel * joint_vel)
+        inside = (err < c.success_position) & (angle < self.success_angle)
+        self.hold_steps = torch.where(inside, self.hold_steps + 1, 0)
+        broken = ~torch.isfinite(err)
+        reward = torch.where(broken, torch.zeros_like(reward), reward)
+        self._metrics = {"position_error": err, "orientation_error_deg": torch.rad2deg(angle)}
+        log = {"/reward/position_error_m": err.mean().item(),
+               "/reward/orientation_error_deg": math.degrees(angle.mean().item())}
+        return reward, broken, log
+
+    def step_metrics(self) -> dict[str, torch.Tensor]:
+        return self._metrics
+
+    def summarize(self, history: dict[str, torch.Tensor], lengths: torch.Tensor
+                  ) -> dict[str, float]:
+        """Errors over each episode's hold window (its last hold_s): mean and p95."""
+        mask = self.window_mask(history["position_error"].shape[0], lengths)
+        pos = history["position_error"][mask]
+        ang = history["orientation_error_deg"][mask]
+        return {"position_error_mean": pos.mean().item(),
+                "position_error_p95": torch.quantile(pos, 0.95).item(),
+                "orientation_error_deg_mean": ang.mean().item(),
+                "orientation_error_deg_p95": torch.quantile(ang, 0.95).item()}
+
+    # --- resets -----------------------------------------------------------------------------
+    def sample_targets(self, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        t, g = self.cfg.target, self.generator
+        u = torch.rand(n, 6, generator=g)
+        pos = torch.stack([lo + (hi - lo) * u[:, i] for i, (lo, hi) in
+                           enumerate((t.x, t.y, t.z))], dim=-1)
+        yaw = (2 * u[:, 3] - 1) * t.yaw
+        tilt = u[:, 4] * t.tilt
+        axis = (2 * u[:, 5] - 1) * math.pi
+        zero = torch.zeros(n)
+        q_yaw = torch.stack([torch.cos(yaw / 2), zero, zero, torch.sin(yaw / 2)], -1)
+        s = torch.sin(tilt / 2)
+        q_tilt = torch.stack([torch.cos(tilt / 2), s * torch.cos(axis), s * torch.sin(axis),
+                              zero], -1)
+        quat = quat_mul(q_tilt, quat_mul(q_yaw, self._down.expand(n, 4)))
+        return pos, quat
+
+    def reset_envs(self, ids: torch.Tensor) -> dict[str, Any]:
+        ok = (self.episode_length_buf[ids] >= self.max_episode_length) & \
+            (self.hold_steps[ids] >= self.window)
+        stats = self.episode_stats(ids, ok)
+        self.randomize_joints(ids)
+        self.reset_joints(ids)
+        self.backend.forward(ids)
+        self._sensors = None
+        self.target_pos[ids], self.target_quat[ids] = self.sample_targets(len(ids))
+        self.hold_steps[ids] = 0
+        return stats

@@ -1,0 +1,630 @@
+"""go2-flat: velocity tracking for the Unitree Go2 on flat ground (go2-rough builds on it).
+
+The policy commands joint position targets (default pose + action_scale * a) that the motor
+drivers' PD loop tracks at the physics rate inside MuJoCo (sim/actuators.py). It follows a
+velocity command (forward, lateral m/s; yaw rate rad/s, which a heading command sets:
+yaw rate = clamp(heading_gain * heading error)). Rewards follow the legged_gym tradition
+(Rudin et al. 2021): linear and angular velocity tracking, vertical velocity, roll/pitch rate,
+orientation, base height, torques, joint accelerations, action rate, feet air time, unwanted
+contacts, joint limits; the sum of a step is clipped at zero. An episode ends on trunk contact
+or a tilt past `tilt_limit_deg`; time-outs (20 s) are bootstrapped by the trainer.
+
+The actor sees what the robot senses, as deploy builds it: gyro, projected gravity (IMU
+quaternion), velocity command, joint positions relative to the default pose, joint velocities,
+last action; never the linear velocity. The critic adds, noise-free: body linear velocity, foot
+contact forces, friction, restitution, added mass, CoM offset, motor strengths, latency, and
+terrain heights around each foot relative to it.
+
+Domain randomization (per episode): friction, restitution, trunk mass and CoM, motor strength,
+kp and kd, joint (encoder) offsets, command latency; per step: observation noise; every
+`push_interval_s`: a random push (a change of the trunk's horizontal velocity).
+
+Torch work per control step is a fixed, small set of batched ops on preallocated buffers: one
+float32 copy of sensordata, views into it, and no host syncs but the resample/reset checks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import mujoco
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
+from robots import Robot
+from sim.actuators import PDActuators
+from sim.vec_env import TaskConfig, VecEnv
+
+GRAVITY = 9.81
+
+# what `simreal train go2-flat` uses unless told otherwise. Measured on 2 cores
+# (bench/train_go2.py, seed 0): PPO walks (lin_vel_error 0.145 m/s, 1% falls over 100 20 s
+# episodes) after 8.7M steps, 693 s at 12.5k steps/s; 16M steps (~21 min) leave a margin.
+TRAIN_DEFAULTS = {
+    "algo": "ppo",
+    "ppo": {"envs": 1024, "steps": 16_000_000,
+            "config": {"steps_per_env": 24, "epochs": 5, "minibatches": 4,
+                       "actor_hidden": [128, 128], "critic_hidden": [128, 128],
+                       "init_std": 1.0, "learning_rate": 1e-3, "entropy_coef": 0.01}},
+    # off-policy: the algorithms' own defaults (batch 4096, one update per vector step,
+    # critics [256, 256]) with rewards scaled up: a step earns at most ~0.045 here
+    "sac": {"envs": 1024, "steps": 20_000_000, "config": {"reward_scale": 10.0}},
+    "td3": {"envs": 1024, "steps": 20_000_000, "config": {"reward_scale": 10.0}},
+}
+
+Range = tuple[float, float]
+
+
+class _Cfg(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CommandConfig(_Cfg):
+    lin_vel_x: Range = (-1.0, 1.0)  # m/s, base frame
+    lin_vel_y: Range = (-1.0, 1.0)
+    heading: Range = (-math.pi, math.pi)  # rad, world yaw to turn to
+    heading_gain: float = 0.5  # yaw rate command = gain * heading error, clamped
+    yaw_rate_limit: float = 1.0  # rad/s
+    resample_s: float = 10.0
+    zero_below: float = 0.2  # m/s: smaller horizontal commands become 0 (standing still)
+
+
+class InitConfig(_Cfg):
+    height: float = 0.35  # m above the ground under the spawn point
+    joint_noise: float = 0.1  # rad, uniform around the default pose
+    base_speed: float = 0.3  # m/s and rad/s, uniform per component
+
+
+class RandomizationConfig(_Cfg):
+    enabled: bool = True
+    friction: Range = (0.4, 1.25)
+    restitution: Range = (0.0, 0.3)  # as a contact damping ratio (see _damping_ratio)
+    added_mass: Range = (-1.0, 2.0)  # kg on the trunk
+    com_offset: float = 0.03  # m, uniform per axis
+    motor_strength: Range = (0.9, 1.1)
+    kp_scale: Range = (0.9, 1.1)
+    kd_scale: Range = (0.9, 1.1)
+    joint_offset: float = 0.02  # rad, uniform per joint (encoder calibration)
+    latency: Range = (0.0, 0.02)  # s, policy command to motor driver
+    push_interval_s: float = 8.0
+    push_velocity: float = 0.5  # m/s, uniform per horizontal axis
+
+
+class NoiseConfig(_Cfg):
+    """Standard deviations of the sensor noise the actor sees."""
+
+    angular_velocity: float = 0.1  # rad/s
+    orientation: float = 0.02  # quaternion components, renormalized
+    joint_pos: float = 0.01  # rad
+    joint_vel: float = 0.75  # rad/s
+
+
+class RewardConfig(_Cfg):
+    """Weights per second (each term is multiplied by the control period)."""
+
+    tracking_lin_vel: float = 1.5
+    tracking_ang_vel: float = 0.75
+    tracking_sigma: float = 0.25  # (m/s)^2 and (rad/s)^2 of exp(-err^2 / sigma)
+    lin_vel_z: float = -2.0
+    ang_vel_xy: float = -0.05
+    orientation: float = -1.0
+    base_height: float = -10.0
+    base_height_target: float = 0.30  # m above the terrain
+    torques: float = -2e-4
+    joint_acc: float = -2.5e-7
+    action_rate: float = -0.01
+    feet_air_time: float = 0.25
+    air_time_target: float = 0.5  # s
+    collision: float = -1.0
+    joint_limits: float = -10.0
+    soft_limit: float = 0.9  # fraction of the joint range that is free
+    only_positive: bool = True  # clip each step's sum at zero
+
+
+class Go2Config(TaskConfig):
+    episode_s: float = 20.0
+    tilt_limit_deg: float = 60.0
+    contact_threshold: float = 1.0  # N: a touch sensor above it is a contact
+    settle_s: float = 1.0  # tracking metrics skip this long after each command change
+    success_lin_vel_error: float = 0.15  # m/s, for an episode's success (and no fall)
+    commands: CommandConfig = CommandConfig()
+    init: InitConfig = InitConfig()
+    randomization: RandomizationConfig = RandomizationConfig()
+    noise: NoiseConfig = NoiseConfig()
+    reward: RewardConfig = RewardConfig()
+    foot_scan: float = Field(0.1, gt=0)  # m: heights at +-this around each foot (critic)
+
+
+REWARD_TERMS = ("tracking_lin_vel", "tracking_ang_vel", "lin_vel_z", "ang_vel_xy",
+                "orientation", "base_height", "torques", "joint_acc", "action_rate",
+                "feet_air_time", "collision", "joint_limits")
+
+
+@contextmanager
+def single_torch_thread() -> Iterator[None]:
+    """Torch work of an env step runs on one thread: its ops are small (N x 12 and the like),
+    where a parallel region costs more than it saves, and on a shared machine each one can
+    wait a scheduler tick for its second thread (measured: a (1024, 16) @ (16, 9) matmul at
+    32 us on one thread, 52 us on two, and ~10 ms in the step while other jobs ran)."""
+    before = torch.get_num_threads()
+    if before != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if before != 1:
+            torch.set_num_threads(before)
+
+
+def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """World vectors (N, 3) in the body frame of unit quaternions (N, 4), w first."""
+    w, u = q[:, :1], q[:, 1:]
+    t = 2.0 * torch.linalg.cross(u, v)
+    return v - w * t + torch.linalg.cross(u, t)
+
+
+def yaw_of(q: torch.Tensor) -> torch.Tensor:
+    w, x, y, z = q.unbind(-1)
+    return torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+def wrap_angle(a: torch.Tensor) -> torch.Tensor:
+    return torch.remainder(a + math.pi, 2 * math.pi) - math.pi
+
+
+def _damping_ratio(restitution: torch.Tensor) -> torch.Tensor:
+    """Damping ratio of a contact spring that bounces back with this restitution (0 -> 1)."""
+    log_e = torch.log(restitution.clamp(1e-6, 0.99))
+    return (-log_e / torch.sqrt(math.pi ** 2 + log_e ** 2)).clamp(max=1.0)
+
+
+class Go2Locomotion(VecEnv):
+    name = "go2-flat"
+    robot_name = "go2"
+    config_class = Go2Config
+    cfg: Go2Config
+    train_defaults = TRAIN_DEFAULTS
+    ground_geom = "floor"
+
+    def __init__(self, robot: Robot, cfg: Go2Config, num_envs: int, seed: int,
+                 nthread: int | None = None, backend: str = "mujoco",
+                 device: str | torch.device = "cpu"):
+        spec = robot.spec
+        if spec.kind != "legged" or len(spec.feet) != 4:
+            raise ValueError(f"{self.name} needs a four-legged robot, {robot.name} is "
+                             f"{spec.kind} with {len(spec.feet)} feet")
+        self.default_pos = torch.tensor([j.default for j in spec.joints])
+        self.action_scale = float(spec.action_scale)
+        super().__init__(robot, cfg, num_envs, seed, backend=backend, device=device)
+        self.backend = self.make_backend(robot.mjcf_path, nthread, model=self._build_model())
+        b, n = self.backend, num_envs
+        self.actuators = PDActuators(robot, b)
+        self._init_sensors()
+        self._init_randomization()
+        nj = self.num_actions
+        self.commands = torch.zeros(n, 3)  # vx, vy, yaw rate: what the policy is told
+        self.heading = torch.zeros(n)
+        self.last_joint_vel = torch.zeros(n, nj)
+        self.air_time = torch.zeros(n, 4)
+        self.last_contact = torch.zeros(n, 4, dtype=torch.bool)
+        self.origin = torch.zeros(n, 3)  # spawn point of the episode (ground level)
+        self.prev_xy = torch.zeros(n, 2)
+        self.since_command = torch.zeros(n, dtype=torch.long)  # steps since a command change
+        self.track_err_sum = torch.zeros(n)
+        self.track_err_count = torch.zeros(n)
+        self.commanded_distance = torch.zeros(n)  # m the commands asked for this episode
+        self.episode_terms = torch.zeros(n, len(REWARD_TERMS))
+        c = cfg.reward
+        self._weights = torch.tensor([getattr(c, k) for k in REWARD_TERMS]) * self.dt
+        lo = torch.tensor([float(x) for x in b.model.jnt_range[self._joint_ids, 0]])
+        hi = torch.tensor([float(x) for x in b.model.jnt_range[self._joint_ids, 1]])
+        mid, half = (lo + hi) / 2, (hi - lo) / 2 * c.soft_limit
+        self.soft_lower, self.soft_upper = mid - half, mid + half
+        self.resample_steps = max(1, round(cfg.commands.resample_s / self.dt))
+        self.settle_steps = round(cfg.settle_s / self.dt)
+        self.push_steps = max(1, round(cfg.randomization.push_interval_s / self.dt))
+        self.control_steps = 0
+        self._sensors: dict[str, torch.Tensor] | None = None
+        self._metrics: dict[str, torch.Tensor] = {}
+        self.success = torch.zeros(n, dtype=torch.bool)
+        self.cos_tilt_limit = math.cos(math.radians(cfg.tilt_limit_deg))
+        self.zero_cmd = torch.zeros(n, 3)
+
+    # --- the protocol, with the torch work on one thread ------------------------------------
+    def step(self, actions: torch.Tensor):
+        with single_torch_thread():
+            return super().step(actions)
+
+    def reset(self):
+        with single_torch_thread():
+            return super().reset()
+
+    # --- what a terrain variant overrides ---------------------------------------------------
+    def _build_model(self) -> mujoco.MjModel | None:
+        """The model to simulate: None compiles the robot's MJCF as it is (flat floor)."""
+        return None
+
+    def terrain_height(self, xy: torch.Tensor) -> torch.Tensor:
+        """Ground height (...) at world points (..., 2)."""
+        return torch.zeros(xy.shape[:-1])
+
+    def spawn_origins(self, ids: torch.Tensor) -> torch.Tensor:
+        """(len(ids), 3) ground points where envs `ids` start their next episode."""
+        return torch.zeros(len(ids), 3)
+
+    def end_episodes(self, ids: torch.Tensor, stats: dict[str, Any]) -> None:
+        """Hook for a curriculum: envs `ids` finished an episode (before their reset)."""
+
+    # --- set-up ------------------------------------------------------------------------------
+    def _init_sensors(self) -> None:
+        b, spec = self.backend, self.robot.spec
+        m = b.model
+
+        def cols(names: list[str]) -> slice | torch.Tensor:
+            idx = [i for name in names for i in range(*b.sensor_slice(name).indices(10**9))]
+            if idx == list(range(idx[0], idx[0] + len(idx))):
+                return slice(idx[0], idx[0] + len(idx))
+            return torch.tensor(idx)
+
+        joints = spec.joints
+        self._cols = {
+            "orientation": cols([spec.sensors["orientation"]]),
+            "angular_velocity": cols([spec.sensors["angular_velocity"]]),
+            "linear_acceleration": cols([spec.sensors["linear_acceleration"]]),
+            "linear_velocity": cols([spec.sensors["linear_velocity"]]),
+            "position": cols([spec.sensors["position"]]),
+            "joint_pos": cols([j.position_sensor for j in joints]),
+            "joint_vel": cols([j.velocity_sensor for j in joints]),
+            "joint_effort": cols([j.torque_sensor for j in joints]),
+            "foot_force": cols([f.contact_sensor for f in spec.feet]),
+            "foot_pos": cols([f.position_sensor for f in spec.feet]),
+            "terminate_contact": cols(spec.contacts.terminate),
+            "penalize_contact": cols(spec.contacts.penalize),
+        }
+        self._joint_ids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j.name)
+                           for j in joints]
+        self.trunk = b.body_id(spec.base_body)
+        # free joint of the trunk: qpos[0:7], qvel[0:6]; the joints' qpos/qvel addresses
+        self._qpos_adr = torch.tensor([int(m.jnt_qposadr[j]) for j in self._joint_ids])
+        self._qvel_adr = torch.tensor([int(m.jnt_dofadr[j]) for j in self._joint_ids])
+        d = self.cfg.foot_scan
+        self._scan = torch.tensor([[0, 0], [d, 0], [-d, 0], [0, d], [0, -d]],
+                                  dtype=torch.float32)
+
+    def _init_randomization(self) -> None:
+        b, m, n = self.backend, self.backend.model, self.num_envs
+        robot_geoms = [g for g in range(m.ngeom) if m.geom_bodyid[g] != 0]
+        ground = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, self.ground_geom)
+        if ground < 0:
+            raise ValueError(f"{self.name}: the model has no ground geom {self.ground_geom!r}")
+        self._contact_geoms = torch.tensor([ground, *robot_geoms])
+        self.geom_friction = b.model_field("geom_friction")
+        self.geom_solref = b.model_field("geom_solref")
+        self.body_mass = b.model_field("body_mass")
+        self.body_ipos = b.model_field("body_ipos")
+        self.nominal_mass = float(m.body_mass[self.trunk])
+        self.nominal_ipos = torch.tensor(m.body_ipos[self.trunk])  # on the env's device
+        self.friction = torch.ones(n)
+        self.restitution = torch.zeros(n)
+        self.added_mass = torch.zeros(n)
+        self.com_offset = torch.zeros(n, 3)
+        self.joint_offset = torch.zeros(n, self.num_actions)
+
+    # --- contract ---------------------------------------------------------------------------
+    def policy_terms(self) -> list[ObsTerm]:
+        return [
+            ObsTerm(name="angular_velocity", dim=3, scale=0.25, clip=100.0),
+            ObsTerm(name="projected_gravity", dim=3, clip=100.0),
+            ObsTerm(name="velocity_command", dim=3, clip=100.0),
+            ObsTerm(name="joint_pos_rel", dim=self.num_actions, clip=100.0),
+            ObsTerm(name="joint_vel", dim=self.num_actions, scale=0.05, clip=100.0),
+            ObsTerm(name="last_action", dim=self.num_actions, clip=100.0),
+        ]
+
+    def contract(self) -> PolicyContract:
+        spec, c = self.robot.spec, self.cfg.commands
+        n = self.num_actions
+        return PolicyContract(
+            task=self.name,
+            robot=self.robot.name,
+            robot_hash=self.robot.description_hash,
+            control_rate_hz=spec.control.rate_hz,
+            actuators=self.robot.actuator_names,
+            observations=self.policy_terms(),
+            action=ActionSpec(kind="joint_position", scale=[self.action_scale] * n,
+                              offset=[j.default for j in spec.joints], clip=10.0,
+                              kp=[j.kp for j in spec.joints], kd=[j.kd for j in spec.joints]),
+            commands={"velocity_command": CommandRange(
+                low=[c.lin_vel_x[0], c.lin_vel_y[0], -c.yaw_rate_limit],
+                high=[c.lin_vel_x[1], c.lin_vel_y[1], c.yaw_rate_limit])},
+        )
+
+    # --- signals ----------------------------------------------------------------------------
+    def _read(self) -> dict[str, torch.Tensor]:
+        """Named float32 views of this physics update's sensors (one copy per update)."""
+        if self._sensors is None:
+            data = self.backend.sensordata.to(torch.float32)
+            s = {k: data[:, c] for k, c in self._cols.items()}
+            s["joint_pos"] = s["joint_pos"] + self.joint_offset  # what the encoders read
+            s["foot_pos"] = s["foot_pos"].reshape(-1, 4, 3)
+            self._sensors = s
+        return self._sensors
+
+    def signals(self) -> dict[str, torch.Tensor]:
+        s = self._read()
+        return {
+            "orientation": s["orientation"],
+            "angular_velocity": s["angular_velocity"],
+            "linear_acceleration": s["linear_acceleration"],
+            "joint_pos": s["joint_pos"],
+            "joint_vel": s["joint_vel"],
+            "joint_effort": s["joint_effort"],
+            "default_joint_pos": self.default_pos,
+            "velocity_command": self.commands,
+            "last_action": self.last_action,
+        }
+
+    def noisy_signals(self) -> dict[str, torch.Tensor]:
+        s = self.signals()
+        nz, g, n, nj = self.cfg.noise, self.generator, self.num_envs, self.num_actions
+        noise = torch.randn(n, 7 + 2 * nj, generator=g)
+        s["angular_velocity"] = s["angular_velocity"] + nz.angular_velocity * noise[:, 0:3]
+        s["orientation"] = torch.nn.functional.normalize(
+            s["orientation"] + nz.orientation * noise[:, 3:7], dim=-1)
+        s["joint_pos"] = s["joint_pos"] + nz.joint_pos * noise[:, 7:7 + nj]
+        s["joint_vel"] = s["joint_vel"] + nz.joint_vel * noise[:, 7 + nj:]
+        return s
+
+    def privileged(self) -> torch.Tensor:
+        s = self._read()
+        q = s["orientation"]
+        lin_vel = quat_rotate_inverse(q, s["linear_velocity"])
+        feet = s["foot_pos"]  # (N, 4, 3)
+        points = feet[:, :, None, :2] + self._scan  # (N, 4, 5, 2)
+        heights = feet[:, :, None, 2] - self.terrain_height(points)  # foot above each point
+        base_height = s["position"][:, 2] - self.terrain_height(s["position"][:, :2])
+        a = self.actuators
+        return torch.cat([
+            lin_vel,
+            s["foot_force"] / (self.nominal_mass * GRAVITY),
+            self.friction[:, None],
+            self.restitution[:, None],
+            self.added_mass[:, None],
+            self.com_offset * 10,
+            (a.strength - 1).float(),
+            (a.kp_scale - 1).float().mean(-1, keepdim=True),
+            (a.kd_scale - 1).float().mean(-1, keepdim=True),
+            a.latency[:, None].float() * 50,
+            heights.reshape(self.num_envs, -1),
+            base_height[:, None],
+        ], dim=-1)
+
+    # --- dynamics ---------------------------------------------------------------------------
+    def apply_actions(self, actions: torch.Tensor) -> None:
+        b = self.backend
+        b.ctrl.copy_(actions * self.action_scale)  # target relative to the default pose
+        self.control_steps += 1
+        rnd = self.cfg.randomization
+        if rnd.enabled and rnd.push_velocity > 0 and self.control_steps % self.push_steps == 0:
+            push = (torch.rand(self.num_envs, 2, generator=self.generator) * 2 - 1)
+            b.qvel[:, :2] += (push * rnd.push_velocity).double()
+        b.step(self.decimation)
+        self._sensors = None
+
+    def rewards_and_terminations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+        s, c, w = self._read(), self.cfg, self.cfg.reward
+        q = s["orientation"]
+        v_world = s["linear_velocity"]
+        v = quat_rotate_inverse(q, v_world)
+        omega = s["angular_velocity"]
+        gravity = quat_rotate_inverse(q, self._down(q))
+        pos = s["position"]
+        self._update_heading_commands(q)
+        cmd = self.commands
+
+        lin_err_sq = (cmd[:, :2] - v[:, :2]).square().sum(-1)
+        yaw_err = cmd[:, 2] - omega[:, 2]
+        joint_vel = s["joint_vel"]
+        joint_acc = (joint_vel - self.last_joint_vel) / self.dt
+        self.last_joint_vel.copy_(joint_vel)
+        torque = s["joint_effort"]
+        height = pos[:, 2] - self.terrain_height(pos[:, :2])
+
+        contact = s["foot_force"] > c.contact_threshold
+        contact_filt = contact | self.last_contact
+        self.last_contact = contact
+        first_contact = (self.air_time > 0) & contact_filt
+        self.air_time += self.dt
+        cmd_speed = torch.linalg.vector_norm(cmd[:, :2], dim=-1)
+        self.commanded_distance += cmd_speed * self.dt
+        moving = cmd_speed > 0.1
+        air = ((self.air_time - w.air_time_target) * first_contact).sum(-1) * moving
+        self.air_time *= ~contact_filt
+
+        jp = s["joint_pos"] - self.joint_offset  # true joint angles for the limit penalty
+        limits = ((self.soft_lower - jp).clamp(min=0) + (jp - self.soft_upper).clamp(min=0))
+        terms = torch.stack([
+            torch.exp(-lin_err_sq / w.tracking_sigma),
+            torch.exp(-yaw_err.square() / w.tracking_sigma),
+            v[:, 2].square(),
+            omega[:, :2].square().sum(-1),
+            gravity[:, :2].square().sum(-1),
+            (height - w.base_height_target).square(),
+            torque.square().sum(-1),
+            joint_acc.square().sum(-1),
+            (self.last_action - self.prev_action).square().sum(-1),
+            air,
+            (s["penalize_contact"] > c.contact_threshold).sum(-1).float(),
+            limits.sum(-1),
+        ], dim=-1) * self._weights
+        self.episode_terms += terms
+        reward = terms.sum(-1)
+        if w.only_positive:
+            reward = reward.clamp(min=0.0)
+
+        terminated = ((s["terminate_contact"] > c.contact_threshold).any(-1)
+                      | (gravity[:, 2] > -self.cos_tilt_limit) | ~torch.isfinite(pos[:, 2]))
+
+        # evaluation metrics of this step (evaluate.py reads them before the next step)
+        lin_err = lin_err_sq.sqrt()
+        settled = self.since_command >= self.settle_steps
+        self.since_command += 1
+        self.track_err_sum += lin_err * settled
+        self.track_err_count += settled
+        xy = pos[:, :2]
+        self._metrics = {
+            "lin_vel_error": lin_err, "ang_vel_error": yaw_err.abs(),
+            "settled": settled.float(), "fell": terminated.float(),
+            "distance": torch.linalg.vector_norm(xy - self.prev_xy, dim=-1),
+            "torque": torque.abs().mean(-1),
+        }
+        self.prev_xy = xy.clone()
+
+        due = (self.episode_length_buf % self.resample_steps) == 0
+        if due.any():
+            self._resample_commands(due.nonzero().flatten())
+        return reward, terminated, {}
+
+    def _down(self, q: torch.Tensor) -> torch.Tensor:
+        down = torch.zeros(q.shape[0], 3)
+        down[:, 2] = -1.0
+        return down
+
+    def _update_heading_commands(self, q: torch.Tensor) -> None:
+        c = self.cfg.commands
+        err = wrap_angle(self.heading - yaw_of(q))
+        self.commands[:, 2] = (c.heading_gain * err).clamp(-c.yaw_rate_limit, c.yaw_rate_limit)
+
+    def _resample_commands(self, ids: torch.Tensor) -> None:
+        c, g, k = self.cfg.commands, self.generator, len(ids)
+        u = torch.rand(k, 3, generator=g)
+        vx = c.lin_vel_x[0] + (c.lin_vel_x[1] - c.lin_vel_x[0]) * u[:, 0]
+        vy = c.lin_vel_y[0] + (c.lin_vel_y[1] - c.lin_vel_y[0]) * u[:, 1]
+        xy = torch.stack([vx, vy], -1)
+        xy *= (torch.linalg.vector_norm(xy, dim=-1, keepdim=True) >= c.zero_below)
+        self.commands[ids, :2] = xy
+        self.heading[ids] = c.heading[0] + (c.heading[1] - c.heading[0]) * u[:, 2]
+        self.since_command[ids] = 0
+
+    # --- evaluation ---------------------------------------------------------------------------
+    def step_metrics(self) -> dict[str, torch.Tensor]:
+        return self._metrics
+
+    def summarize(self, history: dict[str, torch.Tensor], lengths: torch.Tensor
+                  ) -> dict[str, float]:
+        """lin_vel_error (m/s) and ang_vel_error (rad/s): mean over steps at least settle_s
+        after a command change; fall_rate: episodes that ended before their time; distance:
+        mean horizontal path walked per episode (m); torque: mean |joint torque| (N m)."""
+        t = torch.arange(history["fell"].shape[0])[:, None]
+        valid = t < lengths[None]
+        settled = valid & (history["settled"] > 0)
+        return {
+            "lin_vel_error": history["lin_vel_error"][settled].mean().item(),
+            "ang_vel_error": history["ang_vel_error"][settled].mean().item(),
+            "fall_rate": (history["fell"] * valid).amax(0).mean().item(),
+            "distance": (history["distance"] * valid).sum(0).mean().item(),
+            "torque": history["torque"][valid].mean().item(),
+        }
+
+    # --- resets -----------------------------------------------------------------------------
+    def reset_envs(self, ids: torch.Tensor) -> dict[str, Any]:
+        stats = self._episode_stats(ids)
+        self._randomize(ids)
+        n, g, c, b = len(ids), self.generator, self.cfg, self.backend
+        origin = self.spawn_origins(ids)
+        self.origin[ids] = origin
+        # a batch reset clears time, warm starts and the actuators' command history (zero:
+        # the default pose), which the command latency reads
+        b.reset(ids)
+        yaw = (torch.rand(n, generator=g) * 2 - 1) * math.pi
+        base = torch.zeros(n, 7)
+        base[:, :2] = origin[:, :2]
+        base[:, 2] = origin[:, 2] + c.init.height
+        base[:, 3] = torch.cos(yaw / 2)
+        base[:, 6] = torch.sin(yaw / 2)
+        joints = self.default_pos + (torch.rand(n, self.num_actions, generator=g) * 2 - 1
+                                     ) * c.init.joint_noise
+        vel = (torch.rand(n, 6, generator=g) * 2 - 1) * c.init.base_speed
+        qpos = b.qpos[ids]
+        # in the backend's float type (float64 on mujoco, float32 on mjwarp)
+        qpos[:, :7] = base.to(qpos.dtype)
+        qpos[:, self._qpos_adr] = joints.to(qpos.dtype)
+        b.qpos[ids] = qpos
+        qvel = torch.zeros(n, b.qvel.shape[1], dtype=b.qvel.dtype)
+        qvel[:, :6] = vel.to(qvel.dtype)
+        b.qvel[ids] = qvel
+        b.ctrl[ids] = 0.0
+        b.forward(ids, forces=True)  # contact forces and torques too
+        self._sensors = None
+
+        self.prev_xy[ids] = origin[:, :2]
+        self.last_joint_vel[ids] = 0.0
+        self.air_time[ids] = 0.0
+        self.last_contact[ids] = False
+        self.track_err_sum[ids] = 0.0
+        self.track_err_count[ids] = 0.0
+        self.commanded_distance[ids] = 0.0
+        self.episode_terms[ids] = 0.0
+        self._resample_commands(ids)
+        self.commands[ids, 2] = 0.0
+        return stats
+
+    def _episode_stats(self, ids: torch.Tensor) -> dict[str, Any]:
+        lengths = self.episode_length_buf[ids]
+        ended = lengths > 0
+        if not ended.any():
+            return {}
+        timed_out = lengths >= self.max_episode_length
+        err = self.track_err_sum[ids] / self.track_err_count[ids].clamp(min=1)
+        ok = timed_out & (err < self.cfg.success_lin_vel_error)
+        self.success[ids] = ok
+        stats: dict[str, Any] = {
+            "/episode/success_rate": ok[ended].float().mean(),
+            "/episode/fall_rate": (~timed_out[ended]).float().mean(),
+            "/episode/return": self.episode_return[ids][ended].mean(),
+            "/episode/length_s": lengths[ended].float().mean() * self.dt,
+        }
+        tracked = ended & (self.track_err_count[ids] > 0)
+        if tracked.any():
+            stats["/episode/lin_vel_error"] = err[tracked].mean()
+        per_s = (self.episode_terms[ids][ended] / self.cfg.episode_s).mean(0)
+        for name, value in zip(REWARD_TERMS, per_s, strict=True):
+            stats[f"/reward/{name}"] = value
+        self.end_episodes(ids[ended], stats)
+        return stats
+
+    def _randomize(self, ids: torch.Tensor) -> None:
+        rnd, g, n = self.cfg.randomization, self.generator, len(ids)
+        a = self.actuators
+        if not rnd.enabled:
+            return
+
+        def u(low: float, high: float, *shape: int) -> torch.Tensor:
+            return low + (high - low) * torch.rand(n, *shape, generator=g)
+
+        self.friction[ids] = u(*rnd.friction)
+        self.restitution[ids] = u(*rnd.restitution)
+        self.added_mass[ids] = u(*rnd.added_mass)
+        self.com_offset[ids] = u(-rnd.com_offset, rnd.com_offset, 3)
+        self.joint_offset[ids] = u(-rnd.joint_offset, rnd.joint_offset, self.num_actions)
+        a.strength[ids] = u(*rnd.motor_strength, self.num_actions).double()
+        a.kp_scale[ids] = u(*rnd.kp_scale, self.num_actions).double()
+        a.kd_scale[ids] = u(*rnd.kd_scale, self.num_actions).double()
+        a.offset[ids] = self.joint_offset[ids].double()
+        a.latency[ids] = u(*rnd.latency).double()
+        a.write(ids)
+        rows, geoms = ids[:, None], self._contact_geoms[None, :]
+        dtype = self.body_mass.dtype  # the backend's float type
+        self.geom_friction[rows, geoms, 0] = self.friction[ids, None].to(dtype)
+        self.geom_solref[rows, geoms, 1] = _damping_ratio(self.restitution[ids])[:, None].to(
+            dtype)
+        self.body_mass[ids, self.trunk] = (self.nominal_mass + self.added_mass[ids]).to(dtype)
+        self.body_ipos[ids, self.trunk] = (self.nominal_ipos + self.com_offset[ids]).to(dtype)
+
+
+class Go2Flat(Go2Locomotion):
+    name = "go2-flat"

@@ -1,0 +1,159 @@
+"""arm-reach and arm-lift: contracts, sim/deploy parity of the actor's terms, success logic,
+the delayed object estimate, randomization."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from deploy.observation import ObservationBuilder
+from robots.kinematics import forward_kinematics
+from simreal.api import make_env
+
+QUIET = {"randomization": {"enabled": False}, "joint_noise": 0.0,
+         "noise": {"joint_pos": 0.0, "joint_vel": 0.0}}
+
+
+@pytest.mark.parametrize("task, commands", [
+    ("arm-reach", {"target_position", "target_orientation"}),
+    ("arm-lift", {"lift_height"}),
+])
+def test_contract_and_observation_sizes(task, commands):
+    env = make_env(task, num_envs=4, seed=0)
+    contract = env.contract()
+    obs = env.reset()
+    assert obs["policy"].shape == (4, contract.obs_dim)
+    assert obs["critic"].shape[1] > contract.obs_dim  # privileged state on top
+    assert contract.action.kind == "joint_position" and contract.action_dim == 8
+    assert contract.action.offset == [j.default for j in env.robot.spec.joints]
+    assert set(contract.commands) == commands
+    assert contract.mismatches(env.robot) == []
+    assert torch.isfinite(obs["critic"]).all()
+
+
+@pytest.mark.parametrize("task", ["arm-reach", "arm-lift"])
+def test_actor_terms_match_the_deploy_runtime_on_the_same_readings(task):
+    """What the robot's node has (joint states, commands, an object estimate), fed to deploy's
+    numpy builder with the tool pose from numpy forward kinematics, gives the simulator's
+    actor observation; and the kinematics equals MuJoCo's tool sensors at the true joints."""
+    env = make_env(task, num_envs=8, seed=1)
+    env.reset()
+    for _ in range(5):
+        env.step(torch.rand(8, 8) * 2 - 1)
+    sim = env.noisy_signals()
+    sim_obs = env.obs_builder.build(sim)  # the builder has no history here: same as policy obs
+    kin = env.robot.spec.kinematics
+    readings = {k: v.numpy().astype(np.float64) for k, v in sim.items()
+                if k not in ("ee_position", "ee_orientation")}
+    readings["ee_position"], readings["ee_orientation"] = forward_kinematics(
+        kin, readings["joint_pos"])
+    deploy = ObservationBuilder(env.contract().observations, 8).build(readings)
+    np.testing.assert_allclose(deploy, sim_obs.numpy(), atol=2e-5)
+
+    true = env.signals()
+    pos, quat = forward_kinematics(kin, true["joint_pos"].double())
+    np.testing.assert_allclose(pos.numpy(), true["ee_position"].numpy(), atol=2e-6)
+    dot = (quat.float() * true["ee_orientation"]).sum(-1).abs()
+    np.testing.assert_allclose(dot.numpy(), 1.0, atol=1e-5)
+
+
+def test_reach_succeeds_only_within_tolerance_of_the_target():
+    env = make_env("arm-reach", num_envs=4, seed=0, config=QUIET)
+    env.reset()
+    s = env.signals()
+    env.target_pos[:] = s["ee_position"]
+    env.target_quat[:] = s["ee_orientation"]
+    offset = torch.tensor([[0.0, 0, 0], [0.0, 0, 0], [0.02, 0, 0], [0.0, 0, 0]])
+    env.target_pos += offset
+    turn = math.radians(8)  # env 3: 8 degrees about the target's own z axis
+    q = env.target_quat[3].clone()
+    env.target_quat[3] = torch.tensor([q[0] * math.cos(turn / 2) - q[3] * math.sin(turn / 2),
+                                       q[1] * math.cos(turn / 2) + q[2] * math.sin(turn / 2),
+                                       q[2] * math.cos(turn / 2) - q[1] * math.sin(turn / 2),
+                                       q[3] * math.cos(turn / 2) + q[0] * math.sin(turn / 2)])
+    for _ in range(env.max_episode_length):
+        _, _, done, extras = env.step(torch.zeros(4, 8))
+    assert done.all() and extras["time_outs"].all()
+    assert env.success.tolist() == [True, True, False, False]
+
+
+def test_reach_targets_lie_in_the_configured_ranges():
+    env = make_env("arm-reach", num_envs=256, seed=0)
+    pos, quat = env.sample_targets(256)
+    t = env.cfg.target
+    for i, (lo, hi) in enumerate((t.x, t.y, t.z)):
+        assert lo <= pos[:, i].min() and pos[:, i].max() <= hi
+    # pointing down within the tilt: the tool's z axis against the world's -z
+    z_axis = torch.stack([2 * (quat[:, 1] * quat[:, 3] + quat[:, 0] * quat[:, 2]),
+                          2 * (quat[:, 2] * quat[:, 3] - quat[:, 0] * quat[:, 1]),
+                          1 - 2 * (quat[:, 1] ** 2 + quat[:, 2] ** 2)], -1)
+    tilt = torch.acos((-z_axis[:, 2]).clamp(-1, 1))
+    assert tilt.max() <= t.tilt + 1e-4 and tilt.max() > 0.8 * t.tilt
+
+
+def test_lift_estimate_is_the_true_pose_delayed_by_its_steps():
+    cfg = {**QUIET, "estimator": {"position_bias": 0.0, "position_noise": 0.0,
+                                  "orientation_noise": 0.0, "delay_steps": [1, 3]}}
+    env = make_env("arm-lift", num_envs=16, seed=2, config=cfg)
+    env.reset()
+    # lift every cube 0.5 m and let it fall: its pose changes every step
+    qpos = env.backend.qpos
+    qpos[:, env._cube_qpos + 2] += 0.5
+    env.backend.forward(torch.arange(16))
+    env._sensors = None
+    env.pose_history[:] = torch.cat([env.signals()["object_position"],
+                                     env.signals()["object_orientation"]], -1)[:, None]
+    true = []
+    for _ in range(6):
+        env.step(torch.zeros(16, 8))
+        true.append(env.signals()["object_position"].clone())
+    seen = env.noisy_signals()["object_position"]
+    expect = torch.stack(true)[5 - env.delay, torch.arange(16)]
+    assert set(env.delay.tolist()) == {1, 2, 3}
+    torch.testing.assert_close(seen, expect)
+
+
+def test_lift_randomizes_the_cube_per_environment():
+    env = make_env("arm-lift", num_envs=32, seed=3)
+    env.reset()
+    g, b = env.cube_geom, env.cube_body
+    size = env.geom_size[:, g, 0]
+    assert size.min() >= 0.02 and size.max() <= 0.03 and size.std() > 0.002
+    torch.testing.assert_close(size.float(), env.half_size)
+    torch.testing.assert_close(env.body_mass[:, b].float(), env.cube_mass)
+    assert env.geom_friction[:, g, 0].std() > 0.1
+    # every cube starts resting on the table, its bottom face at z = 0
+    z = env.signals()["object_position"][:, 2]
+    torch.testing.assert_close(z, env.half_size, atol=2e-3, rtol=0)
+    damping = env.dof_damping[:, :7]
+    assert damping.std() > 0.1 and env.actuators.latency.max() > 0.01
+
+
+def test_same_seed_same_episodes():
+    a = make_env("arm-lift", num_envs=4, seed=7)
+    b = make_env("arm-lift", num_envs=4, seed=7)
+    oa, ob = a.reset(), b.reset()
+    torch.testing.assert_close(oa["policy"], ob["policy"])
+    act = torch.rand(4, 8, generator=torch.Generator().manual_seed(0)) * 2 - 1
+    for _ in range(3):
+        oa, ra, _, _ = a.step(act)
+        ob, rb, _, _ = b.step(act)
+    torch.testing.assert_close(oa["critic"], ob["critic"])
+    torch.testing.assert_close(ra, rb)
+
+
+def test_step_metrics_summarize_over_the_hold_window():
+    env = make_env("arm-reach", num_envs=4, seed=0, config=QUIET)
+    env.reset()
+    history: dict[str, list[torch.Tensor]] = {}
+    for _ in range(env.max_episode_length):
+        env.step(torch.zeros(4, 8))
+        for k, v in env.step_metrics().items():
+            history.setdefault(k, []).append(v.clone())
+    stacked = {k: torch.stack(v) for k, v in history.items()}
+    lengths = torch.full((4,), env.max_episode_length)
+    out = env.summarize(stacked, lengths)
+    last = stacked["position_error"][-env.window:]
+    assert out["position_error_mean"] == pytest.approx(last.mean().item(), rel=1e-5)
+    assert out["orientation_error_deg_p95"] >= out["orientation_error_deg_mean"]

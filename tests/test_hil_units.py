@@ -1,0 +1,451 @@
+"""The HIL pieces without processes or DDS: the simulated robot's drivers and safety, fault
+injection, scenario and fault-plan validation, records, MCAP logs read back by rosbags, and the
+message accounting of the report."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import mujoco
+import numpy as np
+import pytest
+import torch
+from rosbags.highlevel import AnyReader
+
+from deploy import codecs, px4, unitree
+from deploy import messages as m
+from hil.analysis import RunData, account, load
+from hil.config import (
+    FaultPlan,
+    HilConfigError,
+    load_faults,
+    load_scenario,
+)
+from hil.faults import FaultyLink, SensorFaults, check_signals, clock_offset
+from hil.mcap_log import LogMessage, message_definition, write_mcap
+from hil.messages import String
+from hil.record import EVENT, RECEIVED, SENT, RecordWriter, identity, read_records
+from robots import load_robot_dir
+from sim import rotors
+from sim.hil_robot import RobotSimConfig, SimRobot
+
+ROOT = Path(__file__).resolve().parent.parent
+CRAZYFLIE = ROOT / "robots" / "crazyflie"
+GO2 = ROOT / "robots" / "go2"
+
+
+@pytest.fixture(scope="module")
+def crazyflie():
+    return load_robot_dir(CRAZYFLIE)
+
+
+@pytest.fixture(scope="module")
+def go2():
+    return load_robot_dir(GO2)
+
+
+def _run(sim: SimRobot, steps: int, keep_alive: bool = True) -> list[str]:
+    events = []
+    for _ in range(steps):
+        e = sim.step()
+        if e:
+            events.append(e)
+        if keep_alive:
+            sim.last_command_time = sim.time
+    return events
+
+
+# --- the simulated robot ---------------------------------------------------------------------
+def test_rotor_model_is_the_training_task_s(crazyflie):
+    """Two physics steps of the HIL motor lag end where the task's one exact control-period
+    step ends (same first-order model, same thrust map)."""
+    sim = SimRobot(crazyflie, "generic")
+    rm = crazyflie.spec.rotor_model
+    cmd = np.array([0.9, 0.2, 0.6, 0.4])
+    sim.apply("command", codecs.multi_array(cmd, "rotor_speed_fraction"))
+    _run(sim, crazyflie.spec.control.decimation)
+    dt = 1.0 / crazyflie.spec.control.rate_hz
+    task_speed = rotors.lag_step(torch.zeros(4, dtype=torch.float64),
+                                 torch.tensor(cmd), rotors.lag_alpha(dt, rm.time_constant))
+    np.testing.assert_allclose(sim.drive.speed, task_speed.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(sim.drive.thrust(), rm.max_thrust * sim.drive.speed ** 2)
+    np.testing.assert_allclose(sim.data.ctrl[sim.drive.ids], sim.drive.thrust())
+
+
+def test_quadrotor_rests_on_its_pad_until_the_rotors_lift_it(crazyflie):
+    sim = SimRobot(crazyflie, "generic")
+    start = sim.truth()["position"].copy()
+    h = math.sqrt(crazyflie.spec.mass * 9.81 / (4 * crazyflie.spec.rotor_model.max_thrust))
+    sim.apply("command", codecs.multi_array(np.full(4, 0.9 * h), "x"))
+    assert _run(sim, 100) == []  # 81% of the weight: it stays on the pad
+    np.testing.assert_allclose(sim.truth()["position"], start)
+    sim.apply("command", codecs.multi_array(np.full(4, 1.05 * h), "x"))
+    assert _run(sim, 100) == ["lift_off"]
+    assert sim.truth()["position"][2] > start[2]
+
+
+def test_joint_driver_is_the_mjcf_pd_at_500_hz(go2):
+    """The HIL driver with robot.yaml's gains reproduces the MJCF's PD actuators exactly, at
+    a physics (and PD) rate of 500 Hz or more; legged robots start standing on the floor."""
+    sim = SimRobot(go2, "generic")
+    assert sim.dt <= 0.002
+    m_ = mujoco.MjModel.from_xml_path(str(go2.mjcf_path))
+    m_.opt.timestep = sim.dt
+    d = mujoco.MjData(m_)
+    d.qpos[:] = sim.data.qpos
+    mujoco.mj_forward(m_, d)
+    geoms = [g for g in range(m_.ngeom) if m_.geom_bodyid[g] != 0]
+    clearance = min(mujoco.mj_geomDistance(m_, d, g, 0, 1.0, None) for g in geoms)
+    assert 0.0 < clearance < 0.002
+    q0 = np.array([j.default for j in go2.spec.joints])
+    sim.apply("command", codecs.multi_array(q0, "joint_position"))
+    _run(sim, 500)
+    for _ in range(500):
+        mujoco.mj_step(m_, d)  # ctrl 0: the MJCF's PD to the default pose
+    np.testing.assert_allclose(sim.data.qpos, d.qpos, atol=1e-9)
+
+
+def test_driver_damps_when_commands_stop_and_recovers(go2):
+    sim = SimRobot(go2, "native", RobotSimConfig(command_timeout_s=0.1, damping_kd=2.0))
+    idx = sim.interface.index
+    q0 = np.array([j.default for j in go2.spec.joints])
+    sim.apply("lowcmd", unitree.low_cmd(idx, q0, np.full(12, 20.0), np.full(12, 0.5)))
+    events = _run(sim, 100, keep_alive=False)
+    assert events == ["failsafe"]
+    assert 0.1 < sim.failsafe_after <= 0.1 + sim.dt + 1e-9
+    np.testing.assert_array_equal(sim.drive.kp, 0.0)
+    np.testing.assert_array_equal(sim.drive.kd, 2.0)
+    assert sim.apply("lowcmd", unitree.low_cmd(idx, q0, np.full(12, 20.0), np.full(12, 0.5)))
+    assert not sim.failsafe_active and sim.drive.kp[0] == 20.0
+
+
+def test_lowcmd_with_a_wrong_crc_is_ignored(go2):
+    sim = SimRobot(go2, "native")
+    q0 = np.array([j.default for j in go2.spec.joints])
+    cmd = unitree.low_cmd(sim.interface.index, q0 + 0.3, np.full(12, 20.0), np.full(12, 0.5))
+    cmd.crc ^= 1
+    assert not sim.apply("lowcmd", cmd)
+    assert not sim.started and sim.commands_rejected == 1
+
+
+def test_px4_obeys_motors_only_in_offboard_mode(crazyflie):
+    sim = SimRobot(crazyflie, "native")
+    motors = px4.actuator_motors(np.full(4, 0.5), [0, 1, 2, 3], 1)
+    assert not sim.apply("actuator_motors", motors)  # no offboard heartbeat yet
+    assert sim.apply("offboard_control_mode", px4.offboard_control_mode(1))
+    assert sim.apply("actuator_motors", motors)
+    np.testing.assert_allclose(sim.drive.command, 0.5)
+    stop = px4.actuator_motors(None, [0, 1, 2, 3], 2)  # NaN: motors stopped
+    assert sim.apply("actuator_motors", stop)
+    np.testing.assert_array_equal(sim.drive.command, 0.0)
+
+
+def test_snapshot_resumes_the_same_motion(crazyflie):
+    sim = SimRobot(crazyflie, "generic")
+    sim.apply("command", codecs.multi_array(np.full(4, 0.8), "x"))
+    _run(sim, 20)
+    snap = json.loads(json.dumps(sim.snapshot()))
+    _run(sim, 20)
+    other = SimRobot(crazyflie, "generic")
+    other.restore(snap)
+    other.started, other.last_command_time = True, other.time
+    _run(other, 20)
+    np.testing.assert_allclose(other.data.qpos, sim.data.qpos)
+
+
+# --- fault injection ---------------------------------------------------------------------------
+def _plan(*faults, seed: int = 0) -> FaultPlan:
+    return FaultPlan.model_validate({"seed": seed, "faults": list(faults)})
+
+
+class _Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _link(plan: FaultPlan, clock: _Clock | None = None) -> tuple[FaultyLink, list]:
+    events: list = []
+    link = FaultyLink(plan, 0, lambda kind, **f: events.append((kind, f)), lambda: 1.0,
+                      clock or _Clock())
+    return link, events
+
+
+def _send(link: FaultyLink, n: int, clock: _Clock | None = None, gap: float = 0.0
+          ) -> list[int]:
+    out: list[int] = []
+    for i in range(n):
+        msg = m.Bool(bool(i % 2))
+        link.send("/t", msg, msg.serialize() + bytes([i % 256]), lambda _m, i=i: out.append(i))
+        if clock is not None:
+            clock.t += gap
+    return out
+
+
+def _drain(link: FaultyLink, clock: _Clock, seconds: float) -> None:
+    for _ in range(int(seconds / 0.001)):
+        clock.t += 0.001
+        link.pump()
+
+
+def test_drops_are_seeded_and_at_their_rate():
+    plan = _plan({"kind": "drop", "rate": 0.3, "direction": "state"}, seed=7)
+    a, events = _link(plan)
+    b, _ = _link(plan)
+    got_a, got_b = _send(a, 2000), _send(b, 2000)
+    assert got_a == got_b  # the same fates in every run
+    dropped = 2000 - len(got_a)
+    assert abs(dropped - 600) < 5 * math.sqrt(2000 * 0.3 * 0.7)
+    assert a.state.counts["dropped"] == dropped == sum(k == "link_drop" for k, _ in events)
+    other, _ = _link(_plan({"kind": "drop", "rate": 0.3, "direction": "state"}, seed=8))
+    assert _send(other, 2000) != got_a
+    commands, _ = _link(plan)  # a state-only fault leaves commands alone
+    assert len(commands.receive("/c", [m.Bool(True)] * 50)) == 50
+
+
+def test_delay_keeps_order_and_reorder_and_duplicates_do_not():
+    clock = _Clock()
+    link, _ = _link(_plan({"kind": "delay", "delay_s": 0.01, "jitter_s": 0.008}), clock)
+    out = _send(link, 40, clock, gap=0.001)  # a message every ms, jitter 8 ms
+    assert out[:1] == [] or out[0] == 0
+    assert len(out) < 40  # the last ones are still on their way
+    _drain(link, clock, 0.05)
+    assert out == list(range(40))  # jitter, but no reordering
+    clock = _Clock()
+    plan = _plan({"kind": "reorder", "probability": 0.3, "hold_s": 0.005},
+                 {"kind": "duplicate", "probability": 0.2}, seed=1)
+    link, events = _link(plan, clock)
+    out = _send(link, 200, clock, gap=0.001)
+    _drain(link, clock, 0.05)
+    assert len(out) == 200 + link.state.counts["duplicated"] > 200
+    assert sorted(set(out)) == list(range(200)) and out != sorted(out)
+    assert link.state.counts["reordered"] == sum(k == "link_reorder" for k, _ in events) > 0
+
+
+def test_sensor_faults_bias_noise_freeze_nan():
+    plan = _plan({"kind": "sensor_bias", "signal": "a", "value": [1.0], "to_s": 1.0},
+                 {"kind": "sensor_noise", "signal": "b", "std": 0.5, "index": [1]},
+                 {"kind": "sensor_freeze", "signal": "c", "from_s": 1.0, "to_s": 2.0},
+                 {"kind": "nan_burst", "signal": "d", "from_s": 3.0, "to_s": 3.5}, seed=3)
+    f, g = SensorFaults(plan), SensorFaults(plan)
+
+    def sig(x: float) -> dict[str, np.ndarray]:
+        return {k: np.full(3, x) for k in "abcd"}
+
+    out = f(sig(0.0), 0.5)
+    np.testing.assert_array_equal(out["a"], 1.0)
+    assert out["b"][0] == 0.0 and out["b"][1] != 0.0
+    np.testing.assert_array_equal(g(sig(0.0), 0.5)["b"], out["b"])  # seeded
+    assert f(sig(5.0), 1.5)["c"][0] == 5.0 and f(sig(6.0), 1.9)["c"][0] == 5.0  # frozen
+    assert f(sig(7.0), 2.5)["c"][0] == 7.0  # released
+    assert np.isnan(f(sig(0.0), 3.2)["d"]).all() and not np.isnan(f(sig(0.0), 3.6)["d"]).any()
+    assert clock_offset(_plan({"kind": "clock_jump", "at_s": 2, "jump_s": 10}))(2.5) == 10
+
+
+def test_sensor_faults_must_name_published_signals():
+    plan = _plan({"kind": "nan_burst", "signal": "joint_pos", "index": [12]},
+                 {"kind": "sensor_bias", "signal": "altitude", "value": [1.0]})
+    with pytest.raises(HilConfigError) as err:
+        check_signals(plan, ["joint_pos", "orientation"], {"joint_pos": 12}, "plan.yaml")
+    text = str(err.value)
+    assert "plan.yaml" in text and "faults[0].index" in text and "faults[1].signal" in text
+
+
+# --- configuration files -------------------------------------------------------------------------
+def test_scenario_and_fault_errors_name_file_and_field(tmp_path):
+    bad = tmp_path / "walk.yaml"
+    bad.write_text("duration_s: 5\ncommands:\n  - {at_s: 1, velocity: [0.5, 0, 0], speed: 2}\n")
+    with pytest.raises(HilConfigError, match=r"walk.yaml: commands\[0\].speed: Extra inputs"):
+        load_scenario(bad)
+    bad.write_text("duration_s: 5\nnode: {trigger: sometimes}\n")
+    with pytest.raises(HilConfigError, match=r"walk.yaml: node: .*trigger"):
+        load_scenario(bad)
+    bad.write_text("duration_s: 5\ncommands: [{at_s: 9, velocity: [0, 0, 0]}]\n")
+    with pytest.raises(HilConfigError, match=r"commands\[0\].at_s after duration_s"):
+        load_scenario(bad)
+    faults = tmp_path / "f.yaml"
+    faults.write_text("faults:\n  - {kind: drop, rate: 1.5}\n")
+    with pytest.raises(HilConfigError, match=r"f.yaml: faults\[0\].rate: Input should be less"):
+        load_faults(faults)
+    faults.write_text("faults:\n  - {kind: earthquake}\n")
+    with pytest.raises(HilConfigError, match=r"f.yaml: faults\[0\]: .*earthquake"):
+        load_faults(faults)
+    faults.write_text("faults:\n  - {kind: delay, delay_s: 0.02, from_s: 3, to_s: 2}\n")
+    with pytest.raises(HilConfigError, match=r"to_s 2.0 must be after from_s 3.0"):
+        load_faults(faults)
+    assert load_scenario(ROOT / "tests/assets/hil/hover.yaml").name == "hover"
+    for f in (ROOT / "tests/assets/hil").glob("*.yaml"):  # the shipped ones all load
+        is_plan = "faults:" in f.read_text()
+        assert (load_faults if is_plan else load_scenario)(f) is not None
+
+
+# --- records, MCAP ------------------------------------------------------------------------------
+def _samples() -> list:
+    q = np.array([0.9, 0.1, -0.2, 0.3]) / np.linalg.norm([0.9, 0.1, -0.2, 0.3])
+    sig = {"joint_pos": np.linspace(-1, 1, 12), "joint_vel": np.linspace(2, 3, 12),
+           "joint_effort": np.linspace(-5, 5, 12), "orientation": q,
+           "angular_velocity": np.array([0.1, -0.2, 0.3]),
+           "linear_acceleration": np.array([0.0, 0.1, 9.8]),
+           "position": np.array([1.0, -2.0, 0.5]), "linear_velocity": np.array([0.3, 0.2, 0.1])}
+    idx = list(range(12))
+    return [
+        codecs.joint_state([f"j{i}" for i in range(12)], sig["joint_pos"], sig["joint_vel"],
+                           sig["joint_effort"], 12.25),
+        codecs.imu(q, sig["angular_velocity"], sig["linear_acceleration"], 12.5),
+        codecs.odometry(sig["position"], q, sig["linear_velocity"], sig["angular_velocity"], 13.0),
+        codecs.multi_array(np.linspace(0, 1, 12), "joint_position"),
+        m.Twist(m.Vector3(0.5, 0.0, 0.0), m.Vector3(0.0, 0.0, 0.2)),
+        m.PointStamped(m.Header(codecs.stamp(14.0), "world"), m.Point(0.0, 0.0, 1.0)),
+        m.Bool(True),
+        unitree.low_state(sig, idx, 77),
+        unitree.low_cmd(idx, sig["joint_pos"], np.full(12, 20.0), np.full(12, 0.5)),
+        px4.vehicle_odometry(sig, 123456),
+        px4.actuator_motors(np.array([0.5, 0.6, 0.7, 0.8]), [0, 1, 2, 3], 123457),
+        px4.offboard_control_mode(123458),
+        String('{"event": "mode"}'),
+    ]
+
+
+def _plain(x):
+    """Field values of one of our IDL messages or a rosbags message, as nested lists."""
+    if hasattr(x, "__dataclass_fields__"):
+        return {k: _plain(getattr(x, k)) for k in x.__dataclass_fields__
+                if k not in ("__msgtype__", "sample_info")}
+    if isinstance(x, bytes):  # cyclonedds gives uint8 arrays as bytes
+        return list(x)
+    if isinstance(x, np.ndarray | list | tuple):
+        return [_plain(v) for v in x]
+    if isinstance(x, float | np.floating):
+        return None if math.isnan(x) else float(x)
+    return x.item() if isinstance(x, np.generic) else x
+
+
+def test_mcap_is_read_back_by_rosbags_equal_to_what_was_sent(tmp_path):
+    msgs = _samples()
+    topics = [f"/t{i}" for i in range(len(msgs))]
+    log = [LogMessage(t, type(x), "sensor", 1000 + i, 900 + i, x.serialize())
+           for i, (t, x) in enumerate(zip(topics, msgs, strict=True))]
+    path = tmp_path / "run.mcap"
+    assert write_mcap(path, reversed(log)) == len(msgs)
+    assert "MSG: std_msgs/Header" in message_definition(m.JointState)
+    assert "MSG: unitree_go/MotorCmd" in message_definition(unitree.LowCmd)
+    with AnyReader([path]) as reader:
+        conns = {c.topic: c for c in reader.connections}
+        assert [conns[t].msgtype for t in topics] == [m.ros_type(type(x)) for x in msgs]
+        got = {c.topic: (t, reader.deserialize(raw, c.msgtype))
+               for c, t, raw in reader.messages()}
+    for i, (topic, sent) in enumerate(zip(topics, msgs, strict=True)):
+        t, msg = got[topic]
+        assert t == 1000 + i
+        mine = _plain(type(sent).deserialize(sent.serialize()))  # float32 fields as on the wire
+        assert _plain(msg) == mine, topic
+
+
+def test_records_round_trip_and_a_truncated_tail_is_ignored(tmp_path):
+    path = tmp_path / "node-0.rec"
+    rec = RecordWriter(path, "node-0")
+    js = _samples()[0]
+    rec.sent("/joint_states", js, js.serialize(), t_ns=5)
+    rec.received("/joint_states", js, t_ns=7)
+    rec.event("mode", new="damp")
+    rec.close()
+    with open(path, "ab") as f:
+        f.write(b"\x40\x00\x00\x00partial")  # a record cut short (a killed process)
+    recs = list(read_records(path))
+    kinds = [r.kind for r in recs if r.kind in (SENT, RECEIVED, EVENT)]
+    assert kinds == [EVENT, SENT, RECEIVED, EVENT]
+    sent = next(r for r in recs if r.kind == SENT)
+    got = next(r for r in recs if r.kind == RECEIVED)
+    assert sent.topic == "/joint_states" and sent.type == "sensor_msgs/msg/JointState"
+    assert sent.key == got.key == identity(m.JointState.deserialize(sent.payload))
+    assert m.JointState.deserialize(sent.payload) == js
+
+
+def test_identity_survives_the_wire_for_native_messages():
+    for msg in _samples():
+        data = msg.serialize()
+        assert identity(msg, data) == identity(type(msg).deserialize(data)), type(msg)
+
+
+def test_accounting_balances_every_topic(tmp_path):
+    """sent = received + dropped + unconnected (+ superseded + lost); identical repeated
+    messages are told apart by time only as far as counts go."""
+    robot = RecordWriter(tmp_path / "robot-0.rec", "robot-0")
+    node = RecordWriter(tmp_path / "node-0.rec", "node-0")
+    states = [codecs.odometry(np.zeros(3), np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3),
+                              float(i)) for i in range(10)]
+    for i, s in enumerate(states):
+        robot.sent("/odom", s, s.serialize(), t_ns=100 * i)
+    robot.event("link_drop", topic="/odom", key=identity(states[3]))
+    for i in (1, 2, 4, 5, 6, 8):  # 0: before the node was up; 7: lost; 9: after it stopped
+        node.received("/odom", states[i], t_ns=100 * i + 10)
+    stop = m.Bool(True)
+    for i in range(4):  # identical commands; the first before discovery
+        node.sent("/stop", stop, stop.serialize(), t_ns=1000 + 100 * i)
+    for i in range(1, 4):
+        robot.received("/stop", stop, t_ns=1000 + 100 * i + 5)
+    robot.close()
+    node.close()
+    data = load(tmp_path, 0)
+    # the drop event's time is its write time: after every send here
+    counts = account(data)
+    odom = counts["/odom"]
+    assert (odom["sent"], odom["received"], odom["dropped"], odom["unconnected"],
+            odom["lost"]) == (10, 6, 1, 2, 1)
+    stop_c = counts["/stop"]
+    assert (stop_c["sent"], stop_c["received"], stop_c["unconnected"], stop_c["lost"]) == \
+        (4, 3, 1, 0)
+    assert isinstance(data, RunData)
+
+
+def test_robot_server_publishes_obeys_and_shifts_its_clock(go2):
+    """RobotServer over the in-process bus: state at its rate, commands obeyed, a clock jump
+    in the Unitree tick (CRC renewed), all bounded to a fraction of a second."""
+    import threading
+
+    from deploy.transport import LocalBus
+    from sim.hil_server import RobotServer
+
+    sim = SimRobot(go2, "native", RobotSimConfig(state_rate_hz=100))
+    bus = LocalBus()
+    states = bus.subscription("/lowstate", unitree.LowState)
+    cmd = bus.publisher("/lowcmd", unitree.LowCmd)
+    from sim.hil_server import NullObserver
+
+    class Count(NullObserver):
+        sent_n = 0
+
+        def sent(self, topic, msg, data):
+            Count.sent_n += 1
+
+    server = RobotServer(sim, bus, clock=lambda t: 10.0, observer=Count())
+    q0 = np.array([j.default for j in go2.spec.joints])
+    cmd.write(unitree.low_cmd(sim.interface.index, q0, np.full(12, 20.0), np.full(12, 0.5)))
+    stop = threading.Event()
+    summary = server.run(stop, max_s=0.3)
+    got = states.take()
+    assert summary["commands_applied"] == 1 and sim.started
+    assert server.publish_every == 5  # 100 Hz on 500 Hz physics
+    assert Count.sent_n == -(-summary["ticks"] // 5) > 0  # one state per 5 physics steps
+    assert len(got) == 5  # the newest five: the subscription keeps the last 5 (sensor QoS)
+    assert all(unitree.crc_ok(s) for s in got)
+    assert got[-1].tick >= 10_000  # ms: ten seconds ahead
+
+
+def test_the_node_process_imports_neither_torch_nor_mujoco():
+    """The HIL node process is deploy's node plus a recording tap: what runs on a robot
+    computer, without the simulator's libraries."""
+    import subprocess
+    import sys
+
+    code = ("import sys, hil.node_proc; bad = [m for m in ('torch', 'mujoco') "
+            "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

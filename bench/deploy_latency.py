@@ -6,14 +6,23 @@
   quadrotor hover policy (the PPO default actor, 64-64) and a legged 45-512-256-128-12 MLP
   (the anchor's size) on robots/go2 when it loads (else a small legged test robot), plus any
   --policy given. Weights are random: inference time does not depend on them.
-- `cycle_*`: the node's compute for one period at batch 1 (observation build, inference,
-  safety clamps), per policy; `cycle_p99_us` is the worst policy's p99.
+- `cycle_*`: the node's work for one period at batch 1, back to back (warm caches): compute
+  (observation build, inference, safety clamps, torque bounds) and the command's encoding to
+  CDR bytes, per policy (generic interface); `cycle_p99_us` is the worst policy's p99.
+  Also per policy: `compute_*`, `encode_p99_us` (generic), `decode_p99_us` (state messages
+  from CDR bytes to signals), and for a legged robot `encode_native_p99_us` /
+  `decode_native_p99_us` (Unitree LowCmd / LowState, CRC included).
 - `jitter_{50,200}hz_*`: wake-up lateness of the real-time loop running the legged node's
-  cycle (in-process bus), deadline misses.
+  cycle (in-process bus), deadline misses; `loop_cycle_{50,200}hz_*`: that cycle's time as the
+  loop paces it (caches cool down between periods, so it costs more than back to back);
+  `jitter_50hz_nospin_*`: the same loop with `spin_us: 0` (sleeping alone).
 - `dds_p99_us` (and p50, max): a second process plays the robot over Cyclone DDS on loopback:
   it publishes a state (JointState + Imu) and times until the node's command arrives; the
   node runs lock-step (`trigger: state`). `dds_native_*`: the same with Unitree's LowState ->
-  LowCmd (CRC included).
+  LowCmd (CRC included). `*_node_cycle_*`: the node's own time per cycle (take, decode,
+  compute, encode, write).
+- `loadavg_start` / `loadavg_end`: the 1-minute load average around the run (figures are only
+  comparable on a quiet machine).
 
 The last stdout line is one JSON object; it is also written to bench/results/deploy_latency.json.
 Run it under the CPU lock: `flock /tmp/simreal-cpu.lock python bench/deploy_latency.py --json`.
@@ -40,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 from deploy import dds  # noqa: E402
 from deploy.app import prepare, run  # noqa: E402
 from deploy.interfaces import Go2Native, JointGeneric  # noqa: E402
-from deploy.loop import run_loop  # noqa: E402
+from deploy.loop import run_loop, wakeup_hints  # noqa: E402
 from deploy.policy import OnnxPolicy  # noqa: E402
 from deploy.transport import LocalBus  # noqa: E402
 from robots import Robot, load_robot_dir  # noqa: E402
@@ -102,34 +111,55 @@ def node_for(policy: Path, robot: Robot, bus=None, **cfg):
     return node
 
 
-def cycle(node, n: int) -> tuple[dict[str, float], dict[str, float]]:
+def cycle(node, n: int) -> dict[str, dict[str, float]]:
+    """Compute, encode (to CDR bytes) and the two together, back to back; and the decoding of
+    the state messages a robot would send for the same signals."""
+    def encode(command: np.ndarray) -> None:
+        for _, msg in node.interface.encode(command, node.safety.mode, node.signals):
+            msg.serialize()
+
     for _ in range(200):
-        node.compute(True)
-    compute, encode = [], []
+        encode(node.compute(True))
+    compute, encoded, full = [], [], []
     for _ in range(n):
         t0 = time.perf_counter()
         command = node.compute(True)
         t1 = time.perf_counter()
-        node.interface.encode(command, node.safety.mode, node.signals)
+        encode(command)
         t2 = time.perf_counter()
         compute.append((t1 - t0) * 1e6)
-        encode.append((t2 - t1) * 1e6)
-    return pct(compute), pct(encode)
+        encoded.append((t2 - t1) * 1e6)
+        full.append((t2 - t0) * 1e6)
+    wire = [(key, type(msg), msg.serialize())
+            for key, msg in node.interface.state_messages(node.signals)]
+    decoded = []
+    for i in range(n + 200):
+        t0 = time.perf_counter()
+        for key, cls, data in wire:
+            node.interface.decode(key, cls.deserialize(data))
+        if i >= 200:
+            decoded.append((time.perf_counter() - t0) * 1e6)
+    return {"compute": pct(compute), "encode": pct(encoded), "cycle": pct(full),
+            "decode": pct(decoded)}
 
 
-def jitter(policy: Path, robot: Robot, rate_hz: float, seconds: float) -> dict[str, float]:
+def jitter(policy: Path, robot: Robot, rate_hz: float, seconds: float,
+           spin_us: float | None = None) -> dict[str, float]:
+    """The loop as `simreal deploy` runs it (the node's spin unless `spin_us` is given)."""
     node = node_for(policy, robot)
+    spin_s = (node.cfg.spin_us if spin_us is None else spin_us) * 1e-6
 
     def step(k: int) -> bool:
         node.publish(node.compute(True), node.safety.mode)
         return True
 
-    stats = run_loop(step, rate_hz, max_cycles=int(rate_hz * seconds),
-                     spin_s=node.cfg.spin_us * 1e-6)  # as `simreal deploy` runs it
+    stats = run_loop(step, rate_hz, max_cycles=int(rate_hz * seconds), spin_s=spin_s)
     s = stats.summary()
     return {"p50": round(s["jitter_p50_us"], 1), "p99": round(s["jitter_p99_us"], 1),
             "max": round(s["jitter_max_us"], 1), "cycles": s["cycles"],
-            "deadline_misses": s["deadline_misses"]}
+            "deadline_misses": s["deadline_misses"],
+            "cycle_p50": round(s["latency_p50_us"], 1),
+            "cycle_p99": round(s["latency_p99_us"], 1)}
 
 
 # --- DDS: the robot process ---------------------------------------------------------------------
@@ -150,20 +180,21 @@ def robot_process(args: argparse.Namespace) -> None:
     lat, lost = [], 0
     deadline = time.monotonic() + 120.0
     k = 0
-    while k < args.count + 100 and time.monotonic() < deadline:
-        messages = side.state_messages(sig)
-        t0 = time.perf_counter()
-        for topic_key, msg in messages:
-            pubs[topic_key].write(msg)
-        if sub.wait(0.2):
-            t1 = time.perf_counter()
-            sub.take()
-            if k >= 100:  # the first ones include discovery and warm-up
-                lat.append((t1 - t0) * 1e6)
-            k += 1
-        else:
-            lost += 1
-        time.sleep(args.pause)
+    with wakeup_hints():  # the robot's stand-in wakes on the command as the node does on state
+        while k < args.count + 100 and time.monotonic() < deadline:
+            messages = side.state_messages(sig)
+            t0 = time.perf_counter()
+            for topic_key, msg in messages:
+                pubs[topic_key].write(msg)
+            if sub.wait(0.2):
+                t1 = time.perf_counter()
+                sub.take()
+                if k >= 100:  # the first ones include discovery and warm-up
+                    lat.append((t1 - t0) * 1e6)
+                k += 1
+            else:
+                lost += 1
+            time.sleep(args.pause)
     del key
     print(json.dumps({**pct(lat), "samples": len(lat), "timeouts": lost}), flush=True)
 
@@ -217,22 +248,28 @@ def main() -> None:
     for path, robot_dir in zip(args.policy, args.robot, strict=True):
         policies.append((Path(path).stem, Path(path), load_robot_dir(robot_dir)))
 
-    result: dict = {"policies": {}}
+    result: dict = {"loadavg_start": round(os.getloadavg()[0], 2), "policies": {}}
     for label, path, robot in policies:
         pol = OnnxPolicy(path)
         inf = inference(pol, n)
-        comp, enc = cycle(node_for(path, robot), n)
+        c = cycle(node_for(path, robot), n)
         row = {"robot": robot.name, "obs_dim": pol.contract.obs_dim,
                "inference_p50_us": inf["p50"], "inference_p99_us": inf["p99"],
-               "cycle_p50_us": comp["p50"], "cycle_p99_us": comp["p99"],
-               "encode_p99_us": enc["p99"]}
+               "cycle_p50_us": c["cycle"]["p50"], "cycle_p99_us": c["cycle"]["p99"],
+               "compute_p50_us": c["compute"]["p50"], "compute_p99_us": c["compute"]["p99"],
+               "encode_p99_us": c["encode"]["p99"], "decode_p99_us": c["decode"]["p99"]}
         if robot.spec.kind == "legged":
-            _, native = cycle(node_for(path, robot, interface="native"), n // 5)
-            row["encode_native_p99_us"] = native["p99"]
+            native = cycle(node_for(path, robot, interface="native"), n // 5)
+            row["encode_native_p99_us"] = native["encode"]["p99"]
+            row["decode_native_p99_us"] = native["decode"]["p99"]
         result["policies"][label] = row
         print(f"{label:28s} inference p50 {inf['p50']:7.1f} us p99 {inf['p99']:7.1f} us | "
-              f"cycle p50 {comp['p50']:7.1f} us p99 {comp['p99']:7.1f} us | "
-              f"encode p99 {enc['p99']:6.1f} us")
+              f"cycle p50 {c['cycle']['p50']:7.1f} us p99 {c['cycle']['p99']:7.1f} us "
+              f"(compute p99 {c['compute']['p99']:6.1f}, encode p99 {c['encode']['p99']:5.1f}) "
+              f"| decode p99 {c['decode']['p99']:6.1f} us")
+        if robot.spec.kind == "legged":
+            print(f"{'':28s} Unitree native: encode p99 {row['encode_native_p99_us']:6.1f} us, "
+                  f"decode p99 {row['decode_native_p99_us']:6.1f} us")
     result["cycle_p99_us"] = max(r["cycle_p99_us"] for r in result["policies"].values())
 
     _, legged_path, legged = policies[1]
@@ -242,8 +279,16 @@ def main() -> None:
         for key in ("p50", "p99", "max"):
             result[f"jitter_{rate}hz_{key}_us"] = j[key]
         result[f"jitter_{rate}hz_deadline_misses"] = j["deadline_misses"]
+        result[f"loop_cycle_{rate}hz_p50_us"] = j["cycle_p50"]
+        result[f"loop_cycle_{rate}hz_p99_us"] = j["cycle_p99"]
         print(f"loop jitter at {rate} Hz over {j['cycles']} cycles: p50 {j['p50']} us, "
-              f"p99 {j['p99']} us, max {j['max']} us, deadline misses {j['deadline_misses']}")
+              f"p99 {j['p99']} us, max {j['max']} us, deadline misses {j['deadline_misses']}; "
+              f"cycle in the loop p50 {j['cycle_p50']} us, p99 {j['cycle_p99']} us")
+    j = jitter(legged_path, legged, 50, seconds, spin_us=0.0)  # the sleep alone, no spin
+    for key in ("p50", "p99", "max"):
+        result[f"jitter_50hz_nospin_{key}_us"] = j[key]
+    print(f"loop jitter at 50 Hz without the spin: p50 {j['p50']} us, p99 {j['p99']} us, "
+          f"max {j['max']} us")
 
     count = 300 if args.quick else 2000
     generic = dds_latency(legged_path, legged, "generic", 41, count)
@@ -252,11 +297,16 @@ def main() -> None:
         for key in ("p50", "p99", "max"):
             result[f"{prefix}_{key}_us"] = d[key]
         result[f"{prefix}_samples"] = d["samples"]
+        result[f"{prefix}_node_cycle_p50_us"] = d["node_cycle_p50_us"]
+        result[f"{prefix}_node_cycle_p99_us"] = d["node_cycle_p99_us"]
     print(f"DDS state -> command over loopback, {legged.name} generic (JointState + Imu -> "
           f"Float64MultiArray): p50 {generic['p50']} us, p99 {generic['p99']} us, max "
           f"{generic['max']} us ({generic['samples']} samples)")
     print(f"DDS state -> command over loopback, {legged.name} native (LowState -> LowCmd): "
-          f"p50 {native['p50']} us, p99 {native['p99']} us, max {native['max']} us")
+          f"p50 {native['p50']} us, p99 {native['p99']} us, max {native['max']} us; node's "
+          f"own cycle p50 {generic['node_cycle_p50_us']} / {native['node_cycle_p50_us']} us "
+          "(generic / native)")
+    result["loadavg_end"] = round(os.getloadavg()[0], 2)
     result["targets"] = {"cycle_p99_us": 200, "jitter_50hz_p99_us": 500, "dds_p99_us": 1000}
     result["met"] = {"cycle_p99_us": result["cycle_p99_us"] <= 200,
                      "jitter_50hz_p99_us": result["jitter_50hz_p99_us"] <= 500,

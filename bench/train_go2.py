@@ -30,6 +30,8 @@ import _common  # noqa: F401  (threading environment before torch loads)
 TASK = "go2-flat"
 LIN_VEL_ERROR = 0.15  # m/s
 FALL_RATE = 0.05
+CURVE = ("episode/return", "episode/fall_rate", "episode/lin_vel_error", "episode/length_s",
+         "reward/tracking_lin_vel", "reward/tracking_ang_vel")
 
 
 class Timer:
@@ -79,9 +81,17 @@ def run(algo: str, args: argparse.Namespace, tmp: Path) -> dict:
     budget_s = args.max_minutes * 60
     split = {"env_step": 0.0, "update": 0.0}  # training only, as of the last callback
 
+    last_print = [0.0]
+
     def callback(runner, stats) -> bool:
         nonlocal eval_s, last_eval
         split["env_step"], split["update"] = env_timer.seconds, update_timer.seconds
+        if runner.wall_s - last_print[0] >= args.print_s:  # the training curve, on stdout
+            last_print[0] = runner.wall_s
+            print(json.dumps({"algo": algo, "env_steps": runner.env_steps,
+                              "wall_s": round(runner.wall_s, 1),
+                              **{k: round(float(stats[k]), 4) for k in CURVE if k in stats}}),
+                  flush=True)
         if runner.wall_s >= budget_s:
             return True
         gate = (stats.get("episode/fall_rate", 1.0) < 0.2
@@ -103,11 +113,15 @@ def run(algo: str, args: argparse.Namespace, tmp: Path) -> dict:
                                                    "success_rate")}}
         evals.append(row)
         print(json.dumps({"algo": algo, **row}), flush=True)
-        return result["lin_vel_error"] < LIN_VEL_ERROR and result["fall_rate"] < FALL_RATE
+        walks = result["lin_vel_error"] < LIN_VEL_ERROR and result["fall_rate"] < FALL_RATE
+        return walks and not args.keep_training
 
     steps = args.max_steps or defaults.get("steps", 50_000_000) * 4
+    envs = args.envs or defaults.get("envs")
+    config = {**defaults.get("config", {}), **args.algo_config}
     try:
         summary = api.train(TASK, algo=algo, seed=args.seed, steps=steps, out=tmp / algo,
+                            envs=envs, algo_config=args.algo_config,
                             eval_episodes=args.episodes, progress=False, callback=callback)
     finally:
         env_timer.unwrap()
@@ -116,8 +130,8 @@ def run(algo: str, args: argparse.Namespace, tmp: Path) -> dict:
                if e["lin_vel_error"] < LIN_VEL_ERROR and e["fall_rate"] < FALL_RATE]
     wall = summary["wall_s"]
     return {
-        "algo": algo, "seed": args.seed, "envs": defaults.get("envs"),
-        "config": defaults.get("config", {}), "reached": bool(reached),
+        "algo": algo, "seed": args.seed, "envs": envs,
+        "config": config, "reached": bool(reached),
         "wall_s_to_walking": reached[0]["wall_s"] if reached else None,
         "env_steps_to_walking": reached[0]["env_steps"] if reached else None,
         "train_wall_s": wall, "train_env_steps": summary["env_steps"],
@@ -179,17 +193,26 @@ def main() -> None:
     from train.algos import ALGOS
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--algos", nargs="+", default=list(ALGOS), choices=list(ALGOS))
+    p.add_argument("--algos", nargs="*", default=list(ALGOS), choices=list(ALGOS),
+                   help="none: only the go2-rough stage (with --rough-from)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-minutes", type=float, default=30.0, help="training time per algo")
     p.add_argument("--max-steps", type=int, default=None, help="env steps cap per algo")
     p.add_argument("--episodes", type=int, default=100, help="20 s episodes per evaluation")
     p.add_argument("--every-s", type=float, default=120.0, help="training s between evals")
+    p.add_argument("--envs", type=int, help="environments (default: the task's for the algo)")
+    p.add_argument("--algo-config", type=json.loads, default={},
+                   help="JSON overrides of the task's algorithm settings")
+    p.add_argument("--name", help="result file suffix (default: the algorithms)")
+    p.add_argument("--keep-training", action="store_true",
+                   help="train on after the first walking evaluation (to the budget)")
+    p.add_argument("--out", type=Path, help="keep the runs here (default: a temporary folder)")
+    p.add_argument("--print-s", type=float, default=30.0, help="training s between curve lines")
     p.add_argument("--rough-minutes", type=float, default=0.0,
                    help="then PPO on go2-rough this long (0: skip), from the PPO flat run")
     p.add_argument("--rough-from", type=Path, help="go2-flat PPO checkpoint to start it from")
     args = p.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="train_go2_"))
+    tmp = args.out or Path(tempfile.mkdtemp(prefix="train_go2_"))
     rows = []
     for algo in args.algos:
         row = run(algo, args, tmp)
@@ -199,7 +222,8 @@ def main() -> None:
                                           "fall_rate_below": FALL_RATE,
                                           "episodes": args.episodes, "episode_s": 20.0},
               "max_minutes": args.max_minutes, "results": rows}
-    name = f"train_go2_s{args.seed}" + ("" if args.algos == list(ALGOS)
+    name = f"train_go2_s{args.seed}" + (f"_{args.name}" if args.name else
+                                        "" if args.algos == list(ALGOS)
                                         else "_" + "_".join(args.algos))
     if args.rough_minutes > 0:
         flat = tmp / "ppo" / "checkpoints" / "latest.pt"

@@ -28,11 +28,16 @@ class ActionMapper:
         return xp.clip(action, -self.spec.clip, self.spec.clip)
 
     def __call__(self, action: Array) -> Array:
+        return self.from_clipped(self.clip(action))
+
+    def from_clipped(self, action: Array) -> Array:
+        """The command of an action already clipped (a runner that keeps the clipped action
+        skips clipping it twice)."""
         if isinstance(action, np.ndarray):
             scale = self._np_scale.astype(action.dtype, copy=False)
             offset = self._np_offset.astype(action.dtype, copy=False)
-            return offset + scale * self.clip(action)
+            return offset + scale * action
         xp = array_namespace(action)
         scale = xp.asarray(self.spec.scale, dtype=action.dtype, device=action.device)
         offset = xp.asarray(self.spec.offset, dtype=action.dtype, device=action.device)
-        return offset + scale * self.clip(action)
+        return offset + scale * action

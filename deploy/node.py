@@ -94,8 +94,10 @@ class NodeConfig(BaseModel):
     command_timeout_s: float = Field(default=0.5, gt=0,
                                      description="cmd_vel older than this reads as zero")
     status_period_s: float = Field(default=1.0, gt=0)
-    spin_us: float = Field(default=200.0, ge=0, description="timer loop: poll the clock for "
-                           "this long before each deadline instead of sleeping (less jitter)")
+    spin_us: float = Field(default=50.0, ge=0, description="timer loop: poll the clock for "
+                           "this long before each deadline instead of sleeping (less jitter on "
+                           "an idle CPU; keep it under the loop's 100 us scheduler slice, "
+                           "deploy/loop.py)")
     cpu: int | None = None
     fifo_priority: int | None = Field(default=None, ge=1, le=99)
 

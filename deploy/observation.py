@@ -66,6 +66,7 @@ class ObservationBuilder:
             self._history[name] = xp.where(mask[..., None, None], xp.nan, buf)
 
     def build(self, signals: Signals, perturb: Perturb | None = None) -> Array:
+        values = None
         if self._flat and perturb is None:
             values = [TERMS[term.name].fn(signals) for term in self.terms]
             if all(isinstance(v, np.ndarray) for v in values):
@@ -74,8 +75,8 @@ class ObservationBuilder:
                 bound = self._clip.astype(raw.dtype, copy=False)
                 return np.minimum(np.maximum(raw * scale, -bound), bound)
         parts = []
-        for term in self.terms:
-            value = TERMS[term.name].fn(signals)
+        for i, term in enumerate(self.terms):  # (each term computed once)
+            value = values[i] if values is not None else TERMS[term.name].fn(signals)
             if perturb is not None:
                 value = perturb(term.name, value)
             if term.integral_time_constant_s is not None:

@@ -31,7 +31,7 @@ class PolicyRunner:
         obs = self.builder.build({**signals, "last_action": self.last_action})
         action = self.mapper.clip(self.policy(obs))
         self.last_action = action
-        return action, self.mapper(action)
+        return action, self.mapper.from_clipped(action)
 
     def reset(self, mask: np.ndarray | None = None) -> None:
         """Start over (rows in `mask`, or all): no history, no last action."""

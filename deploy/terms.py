@@ -61,6 +61,7 @@ def _quat_to_matrix_coefficients() -> np.ndarray:
 
 
 _QUAT_TO_MATRIX = _quat_to_matrix_coefficients()
+_QUAT_TO_MATRIX_AS: dict[tuple[str, str, str], Any] = {}
 
 
 def quat_to_matrix(q: Array) -> Array:
@@ -71,7 +72,10 @@ def quat_to_matrix(q: Array) -> Array:
         return (outer @ m).reshape(*q.shape[:-1], 3, 3)
     xp = _namespace(q)
     outer = xp.reshape(q[..., :, None] * q[..., None, :], (*q.shape[:-1], 16))
-    m = xp.asarray(_QUAT_TO_MATRIX, dtype=q.dtype, device=q.device)
+    key = (xp.__name__, str(q.dtype), str(q.device))
+    m = _QUAT_TO_MATRIX_AS.get(key)
+    if m is None:  # converted once per array library, dtype and device
+        m = _QUAT_TO_MATRIX_AS[key] = xp.asarray(_QUAT_TO_MATRIX, dtype=q.dtype, device=q.device)
     return xp.reshape(xp.matmul(outer, m), (*q.shape[:-1], 3, 3))
 
 
@@ -83,13 +87,8 @@ def rotate_inverse(q: Array, v: Array) -> Array:
 
 
 def _projected_gravity(s: Signals) -> Array:
-    q = s["orientation"]
-    if type(q) is np.ndarray:  # R^T (0, 0, -1) is minus R's last row: rotate_inverse's
-        return -quat_to_matrix(q)[..., 2, :]  # numbers, without its temporaries
-    xp = _namespace(q)
-    down = xp.zeros_like(q[..., 1:])
-    down = xp.stack([down[..., 0], down[..., 1], down[..., 2] - 1], axis=-1)
-    return rotate_inverse(q, down)
+    # R^T (0, 0, -1) is minus R's last row: rotate_inverse's numbers, without its temporaries
+    return -quat_to_matrix(s["orientation"])[..., 2, :]
 
 
 def _rotation_matrix(s: Signals) -> Array:

@@ -2,15 +2,17 @@
 
 Message accounting. Every message has one SENT record at its sender (the robot for state, the
 node for commands, the harness for user inputs) and RECEIVED records at the receiving
-application. The link's drops and the receipts are matched to sends by topic and identity
-(identical repeated messages by count, receipts going to the copies sent while a receiver was
-connected). A send that nothing consumed was sent while no receiver was connected (before a
-receiver's first message on that topic, after its last or still in the faulty link then: start-
-up, discovery, a crashed or restarting process, shutdown), or superseded (the receiver's next
-take emptied a full keep-last history: best-effort sensor data, newest wins), or unrecorded (no
-receiver records: a real robot), or else lost. The completeness check states, per topic:
-sent = received + dropped by injection + unconnected + superseded + unrecorded (+ lost, which
-must be 0), and logged (in the MCAP) = sent.
+application. The link's drops, what the link still held when the robot stopped (delayed or held
+messages, reported by the robot at its stop) and the receipts are matched to sends by topic and
+identity (identical repeated messages by count, receipts going to the copies sent while a
+receiver was connected). A send that nothing consumed was sent while no receiver was connected
+(before a receiver's first receipt on that topic, or after the newest message it got: start-up,
+discovery, a crashed or restarting process, on its way when the receiver stopped), or
+superseded (a take between its sending and the next message's emptied a full keep-last history:
+best-effort sensor data, newest wins), or unrecorded (no receiver records: a real robot), or
+else lost. The completeness check states, per topic: sent = received + dropped by injection +
+in the link at the stop + unconnected + superseded + unrecorded (+ lost, which must be 0), and
+logged (in the MCAP) = sent.
 
 Standing checks, beside the scenario's own (hover, velocity):
 - limits: every command the node sent is inside the robot's limits (joint position ranges,
@@ -100,15 +102,27 @@ def load(work: Path, t0_ns: int | None) -> RunData:
 
 
 # --- message accounting -------------------------------------------------------------------------
+FATES = ("received", "dropped", "in_link", "unconnected", "superseded", "lost", "unrecorded")
+
+
 def account(data: RunData, in_flight_s: float = 0.0) -> dict[str, dict[str, Any]]:
-    """Match receipts and drops to sends; per-topic counts. A message unreceived that was sent
-    less than `in_flight_s` (the link's longest injected delay) before its receiver's last
-    receipt was still on its way when the receiver stopped: unconnected, not lost."""
+    """Match receipts, drops and what the link still held at the robot's stop to sends;
+    per-topic counts.
+
+    The faulty link and DDS keep a topic's order (one writer), except for messages the link
+    reordered on purpose. So a message a receiver never got was sent while it was connected
+    only if it was sent after the receiver's first receipt and before the newest message the
+    receiver did get (anything later was still on its way when the receiver stopped, or while
+    it was down); a reordered one, before the receiver's last receipt less `in_flight_s` (the
+    link's longest hold). Such a message is superseded if a take between its sending and the
+    take of the next message the receiver got emptied a full keep-last history, else lost."""
     sends: dict[tuple[str, int], list[Msg]] = defaultdict(list)
     for msg in data.msgs:
         sends[(msg.topic, msg.key)].append(msg)
     receipts: dict[tuple[str, int], list[tuple[int, str]]] = defaultdict(list)
-    drops: dict[tuple[str, int], list[int]] = defaultdict(list)
+    marks: dict[str, dict[tuple[str, int], list[int]]] = {
+        "link_drop": defaultdict(list), "link_pending": defaultdict(list),
+        "link_reorder": defaultdict(list)}
     windows: dict[str, dict[str, list[int]]] = defaultdict(dict)  # topic -> source -> [a, b]
     dup_receipts: dict[str, int] = defaultdict(int)
     sent_topics = {x.topic for x in data.msgs}
@@ -122,49 +136,84 @@ def account(data: RunData, in_flight_s: float = 0.0) -> dict[str, dict[str, Any]
                     data.received_only.append((src, r))  # a real robot's: no sender record
             elif r.kind == EVENT:
                 ev = r.json()
-                if ev.get("event") == "link_drop":
-                    drops[(ev["topic"], int(ev["key"]))].append(r.t_ns)
+                if ev.get("event") in marks:
+                    marks[ev["event"]][(ev["topic"], int(ev["key"]))].append(r.t_ns)
     batches = _take_batches(data)
 
-    def inside(msg: Msg, slack_ns: int = 0) -> list[str]:
-        return [src for src, (a, b) in windows[msg.topic].items()
-                if a <= msg.t_sent <= b - slack_ns]
+    def inside(msg: Msg) -> bool:
+        return any(a <= msg.t_sent <= b for a, b in windows[msg.topic].values())
 
-    for (topic, _key), group in sends.items():
+    # 1. the link's drops, receipts, what the link still held at the stop, by identity
+    for (topic, key), group in sends.items():
         # a group holds one message, or several identical ones (a repeated cmd_vel, a
         # motors-off command): which copy a receipt belongs to cannot be told, so receipts go
         # to the copies sent while a receiver was connected, in order
         group.sort(key=lambda x: x.t_sent)
-        for t_drop in sorted(drops.get((topic, _key), [])):
-            victim = next((x for x in group if not x.fate and x.t_sent <= t_drop), None)
-            if victim is not None:
-                victim.fate = "dropped"
+        _mark(group, marks["link_drop"].get((topic, key), []), "dropped")
         rest = [x for x in group if not x.fate]
-        got = sorted(receipts.get((topic, _key), []))
+        got = sorted(receipts.get((topic, key), []))
         n = min(len(got), len(rest))
         dup_receipts[topic] += len(got) - n  # injected duplicates
         chosen = sorted(sorted(rest, key=lambda x: (not inside(x), x.t_sent))[:n],
                         key=lambda x: x.t_sent)
         for msg, (t_ns, src) in zip(chosen, got, strict=False):
             msg.fate, msg.t_recv, msg.receiver = "received", t_ns, src
-        for msg in rest:
-            if msg.fate:
-                continue
-            where = inside(msg, int(in_flight_s * 1e9))
-            if not windows[topic]:
-                msg.fate = "unrecorded"  # no receiver records: a real robot's side
-            elif not where:
-                msg.fate = "unconnected"
-            elif any(_next_batch(batches[(topic, src)], msg.t_sent) >= depth_of(data, topic)
-                     for src in where):
-                msg.fate = "superseded"  # the reader's keep-last history was full: newest won
-            else:
-                msg.fate = "lost"
+        # after the receipts: a duplicate's second copy may be the one left in the link
+        _mark(group, marks["link_pending"].get((topic, key), []), "in_link")
+    # 2. per receiver, what it got in send order: (send time, receipt time)
+    got_by: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    for msg in data.msgs:
+        if msg.fate == "received" and msg.receiver is not None and msg.t_recv is not None:
+            got_by[(msg.topic, msg.receiver)].append((msg.t_sent, msg.t_recv))
+    for rows in got_by.values():
+        rows.sort()
+    slack = int(in_flight_s * 1e9)
+    depths: dict[str, int] = {}
+
+    def connected(msg: Msg, src: str, a: int, b: int) -> bool:
+        rows = got_by.get((msg.topic, src))
+        if not rows or msg.t_sent < a:
+            return False
+        if (msg.topic, msg.key) in marks["link_reorder"]:
+            return msg.t_sent <= b - slack
+        return msg.t_sent < rows[-1][0]
+
+    def evicted(msg: Msg, src: str) -> bool:
+        """A take of `src` between the message's sending and the take of the next message it
+        got (sent after it, or after its hold for a reordered one) was full."""
+        rows = got_by[(msg.topic, src)]
+        after = msg.t_sent + (slack if (msg.topic, msg.key) in marks["link_reorder"] else 0)
+        i = bisect.bisect_right(rows, (after, 2**63))
+        bound = rows[i][1] if i < len(rows) else windows[msg.topic][src][1]
+        takes = batches[(msg.topic, src)]
+        if msg.topic not in depths:
+            depths[msg.topic] = depth_of(data, msg.topic)
+        depth = depths[msg.topic]
+        j = bisect.bisect_right(takes, (msg.t_sent, 2**63))
+        while j < len(takes) and takes[j][0] <= bound:
+            if takes[j][1] >= depth:
+                return True
+            j += 1
+        return False
+
+    # 3. the rest: unrecorded, unconnected, superseded or lost
+    for msg in data.msgs:
+        if msg.fate:
+            continue
+        where = [src for src, (a, b) in windows[msg.topic].items()
+                 if connected(msg, src, a, b)]
+        if not windows[msg.topic]:
+            msg.fate = "unrecorded"  # no receiver records: a real robot's side
+        elif not where:
+            msg.fate = "unconnected"
+        elif any(evicted(msg, src) for src in where):
+            msg.fate = "superseded"  # the reader's keep-last history was full: newest won
+        else:
+            msg.fate = "lost"
     counts: dict[str, dict[str, Any]] = {}
     for msg in data.msgs:
         c = counts.setdefault(msg.topic, {"type": msg.type, "sender": set(), "sent": 0,
-                                          "received": 0, "dropped": 0, "unconnected": 0,
-                                          "superseded": 0, "lost": 0, "unrecorded": 0})
+                                          **dict.fromkeys(FATES, 0)})
         c["sent"] += 1
         c[msg.fate] += 1
         c["sender"].add(msg.source.split("-")[0])
@@ -174,12 +223,19 @@ def account(data: RunData, in_flight_s: float = 0.0) -> dict[str, dict[str, Any]
         c["logged"] = c["sent"]
     for _src, r in data.received_only:  # a real robot's messages: only their receipts exist
         c = counts.setdefault(r.topic, {"type": r.type, "sender": "(not recorded)", "sent": 0,
-                                        "received": 0, "dropped": 0, "unconnected": 0,
-                                        "superseded": 0, "lost": 0, "unrecorded": 0,
-                                        "duplicate_receipts": 0, "logged": 0})
+                                        **dict.fromkeys(FATES, 0), "duplicate_receipts": 0,
+                                        "logged": 0})
         c["received"] += 1
         c["logged"] += 1
     return counts
+
+
+def _mark(group: list[Msg], times: list[int], fate: str) -> None:
+    """Each mark (made at `times`) to the earliest copy sent before it with no fate yet."""
+    for t_mark in sorted(times):
+        victim = next((x for x in group if not x.fate and x.t_sent <= t_mark), None)
+        if victim is not None:
+            victim.fate = fate
 
 
 def depth_of(data: RunData, topic: str) -> int:
@@ -204,11 +260,6 @@ def _take_batches(data: RunData) -> dict[tuple[str, str], list[tuple[int, int]]]
                 else:
                     b.append((r.t_ns, 1))
     return out
-
-
-def _next_batch(batches: list[tuple[int, int]], t_ns: int) -> int:
-    i = bisect.bisect_left(batches, (t_ns, 0))
-    return batches[i][1] if i < len(batches) else 0
 
 
 def in_flight_s(plan: FaultPlan) -> float:
@@ -592,13 +643,15 @@ def analyze(setup: Any, times: dict[str, Any]) -> dict[str, Any]:
     completeness = {
         "name": "completeness",
         "passed": not lost and not unlogged,
-        "statement": ("every topic: sent = received + dropped by injection + sent while no "
-                      "receiver was connected + superseded in a full keep-last reader history "
-                      "(+ unrecorded: no receiver records, a real robot's side); logged = sent"
+        "statement": ("every topic: sent = received + dropped by injection + still in the "
+                      "faulty link when the robot stopped + sent while no receiver was "
+                      "connected + superseded in a full keep-last reader history (+ "
+                      "unrecorded: no receiver records, a real robot's side); logged = sent"
                       if not lost and not unlogged else
                       f"messages lost in transport: {lost}; not logged: {sorted(unlogged)}"),
         "lost": lost,
         "superseded": superseded,
+        "in_link_at_stop": {t: c["in_link"] for t, c in counts.items() if c["in_link"]},
     }
     checks = [limits_check(setup, data, runs), watchdog, resume, failsafe_check(setup, data),
               completeness, *scenario_checks]

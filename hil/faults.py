@@ -57,7 +57,7 @@ class _Direction:
         self.report, self.scenario_time = report, scenario_time
         self._rng: dict[str, np.random.Generator] = {}
         self._last_release: dict[str, float] = {}
-        self._queue: list[tuple[float, int, Any]] = []
+        self._queue: list[tuple[float, int, str, Any]] = []
         self._order = itertools.count()
         self.counts = {"dropped": 0, "duplicated": 0, "reordered": 0, "delayed": 0}
 
@@ -119,15 +119,19 @@ class _Direction:
         if keep_order:
             release = max(release, self._last_release.get(topic, 0.0))
             self._last_release[topic] = release
-        heapq.heappush(self._queue, (release, next(self._order), item))
+        heapq.heappush(self._queue, (release, next(self._order), topic, item))
         return release
 
     def due(self) -> list[Any]:
         now = self.clock()
         out = []
         while self._queue and self._queue[0][0] <= now:
-            out.append(heapq.heappop(self._queue)[2])
+            out.append(heapq.heappop(self._queue)[3])
         return out
+
+    def pending(self) -> list[tuple[str, Any]]:
+        """(topic, item) of every message not yet due, in release order."""
+        return [(topic, item) for _, _, topic, item in sorted(self._queue)]
 
 
 class FaultyLink:
@@ -160,6 +164,27 @@ class FaultyLink:
 
     def counts(self) -> dict[str, dict[str, int]]:
         return {"state": dict(self.state.counts), "command": dict(self.command.counts)}
+
+    def report_pending(self) -> int:
+        """At the robot's stop: report each message still held in the link (delayed, held
+        back, a duplicate's second copy), which neither the wire nor the robot's application
+        got; returns how many. Commands taken in the same period but not yet handed over are
+        among them."""
+        n = 0
+        for topic, (_, msg) in self.state.pending():
+            self.state.report("link_pending", topic=topic, key=identity(msg),
+                              direction="state")
+            n += 1
+        for t, (_, msg) in self.command.pending():
+            self.command.report("link_pending", topic=t, key=identity(msg),
+                                direction="command")
+            n += 1
+        for t, msgs in self._inbox.items():  # handed over by the link, never taken
+            for msg in msgs:
+                self.command.report("link_pending", topic=t, key=identity(msg),
+                                    direction="command")
+                n += 1
+        return n
 
 
 class SensorFaults:

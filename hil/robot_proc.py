@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         bus.close()
     summary["link"] = link.counts()
+    summary["link"]["pending_at_stop"] = link.report_pending()
     summary["sensor_faults"] = sensors.applied
     rec.event("robot_summary", source="robot", **summary)
     rec.close()

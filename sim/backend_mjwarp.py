@@ -18,8 +18,9 @@ What differs from the `mujoco` backend, and why:
   copy, as `Batch.expand` does. Batchable are the Model fields whose MuJoCo Warp type starts
   with `*` (159 in mujoco-warp 4.0: masses, inertias, CoMs, friction, solref/solimp, joint
   damping, armature and ranges, actuator gains, biases, force ranges and delays, gravity,
-  timestep, ...); other fields (sizes, ids, mesh data) raise. As in the `mujoco` backend,
-  derived constants (body_subtreemass, invweight, actuator_acc0) are not recomputed.
+  timestep, ...); other fields (sizes, ids, mesh data) raise. Masses and inertias act at once
+  (MuJoCo Warp's dynamics read them; the `mujoco` backend needs `set_const` for that, here it
+  does nothing); other derived constants (invweights, actuator_acc0) stay as compiled.
 - `forward(ids)` runs MuJoCo Warp's forward dynamics on every world (it has no per-world
   mask) and then restores the sensors of the envs not in `ids`, so the other envs observe what
   `step()` left them, exactly as the `mujoco` backend's per-simulation forward does. Forward

@@ -60,6 +60,10 @@ log = logging.getLogger("simreal.hil_robot")
 
 GRAVITY = 9.81
 LEGGED_PD_DT = 0.002  # s: the joint PD runs at 500 Hz or faster on the robot side
+# a held base (hold_base): its free joint's armature, so that the legs swing as from a fixed
+# trunk (the mass matrix sees an immovable base) and the IMU reads gravity; the pose and
+# velocity are also restored after every step (calibration/replay.py does the same)
+HOLD_ARMATURE = 1e6
 
 
 class HilRobotError(ValueError):
@@ -88,6 +92,13 @@ class RobotSimConfig(BaseModel):
     motor_map: list[int] | None = Field(default=None, description="PX4 motor slot per rotor")
     max_lag_s: float = Field(default=0.1, gt=0,
                              description="behind real time by more than this: slip")
+    hold_base: bool = Field(default=False, description="the base held in its initial pose, "
+                            "as a robot hung from a gantry with its legs in the air (give "
+                            "initial_position above the ground); see HOLD_ARMATURE")
+    joint_strength: list[float] | None = Field(
+        default=None, description="per joint (robot.yaml order), the drivers' torque scale: "
+        "the torque they apply, and report, is this times their PD law's (a motor constant "
+        "off its nominal; a hidden parameter for calibration tests); default 1")
 
 
 DEFAULT_TIMEOUT = {"quadrotor": 0.5, "legged": 0.25}
@@ -193,7 +204,8 @@ class JointDrive:
     every physics step: the MJCF's affine actuators get gain kp and bias
     (kd dq* + tau_ff, -kp, -kd) and ctrl q*."""
 
-    def __init__(self, robot: Robot, model: mujoco.MjModel, damping_kd: float):
+    def __init__(self, robot: Robot, model: mujoco.MjModel, damping_kd: float,
+                 strength: list[float] | None = None):
         self.model = model
         spec = robot.spec
         self.ids = np.array([_id(model, mujoco.mjtObj.mjOBJ_ACTUATOR, j.actuator)
@@ -206,6 +218,11 @@ class JointDrive:
         self.kp_default = np.array([j.kp for j in spec.joints], dtype=np.float64)
         self.kd_default = np.array([j.kd for j in spec.joints], dtype=np.float64)
         self.damping_kd = float(damping_kd)
+        self.strength = np.ones(len(self.ids)) if strength is None else \
+            np.asarray(strength, dtype=np.float64)
+        if self.strength.shape != (len(self.ids),):
+            raise HilRobotError(f"robot.joint_strength: {len(self.strength)} values for "
+                                f"{len(self.ids)} joints")
         n = len(self.ids)
         self.q, self.dq, self.tau = np.array([j.default for j in spec.joints]), np.zeros(n), \
             np.zeros(n)
@@ -228,10 +245,11 @@ class JointDrive:
 
     def _write(self) -> None:
         m, a = self.model, self.ids
-        m.actuator_gainprm[a, 0] = self.kp
-        m.actuator_biasprm[a, 0] = self.kd * self.dq + self.tau
-        m.actuator_biasprm[a, 1] = -self.kp
-        m.actuator_biasprm[a, 2] = -self.kd
+        s = self.strength
+        m.actuator_gainprm[a, 0] = s * self.kp
+        m.actuator_biasprm[a, 0] = s * (self.kd * self.dq + self.tau)
+        m.actuator_biasprm[a, 1] = -s * self.kp
+        m.actuator_biasprm[a, 2] = -s * self.kd
 
     def before_step(self, data: mujoco.MjData) -> None:
         data.ctrl[self.ids] = self.q
@@ -272,12 +290,15 @@ class SimRobot:
                                 "joint")
         self.root_qpos = int(self.model.jnt_qposadr[jnt])
         self.root_dof = int(self.model.jnt_dofadr[jnt])
+        if self.cfg.hold_base:
+            self.model.dof_armature[self.root_dof:self.root_dof + 6] += HOLD_ARMATURE
         self.drive: RotorDrive | JointDrive
         if spec.kind == "quadrotor":
             self.drive = RotorDrive(robot, self.model)
             self.weight = float(self.model.body_subtreemass[self.base]) * GRAVITY
         else:
-            self.drive = JointDrive(robot, self.model, self.cfg.damping_kd)
+            self.drive = JointDrive(robot, self.model, self.cfg.damping_kd,
+                                    self.cfg.joint_strength)
         self.timeout = self.cfg.command_timeout_s or DEFAULT_TIMEOUT[spec.kind]
         self.control_rate = spec.control.rate_hz
         self.reset()
@@ -387,6 +408,9 @@ class SimRobot:
                 self._push_force = None
         mujoco.mj_step(m, d)
         self.time += self.dt
+        if self.cfg.hold_base:
+            d.qpos[self.root_qpos:self.root_qpos + 7] = self.pad_pose
+            d.qvel[self.root_dof:self.root_dof + 6] = 0.0
         if self.on_pad:
             if self.drive.thrust().sum() > self.weight:
                 self.on_pad = False

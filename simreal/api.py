@@ -42,7 +42,8 @@ def train(task: str, algo: str | None = None, envs: int | None = None,
           resume: str | Path | None = None, eval_episodes: int = 1000, progress: bool = True,
           callback=None, task_config: dict[str, Any] | None = None,
           algo_config: dict[str, Any] | None = None, backend: str | None = None,
-          device: str | None = None) -> dict[str, Any]:
+          device: str | None = None,
+          calibration: str | Path | None = None) -> dict[str, Any]:
     """Train, export policy.onnx, evaluate it through the deploy runtime; returns summary.json.
 
     `backend`/`device` choose the training simulator (default mujoco on the CPU; mjwarp on
@@ -53,22 +54,28 @@ def train(task: str, algo: str | None = None, envs: int | None = None,
 
     With no `algo`, the task's default algorithm (`train_defaults["algo"]`); envs, steps and the
     algorithm's config default to the task's measured settings for that algorithm
-    (`train_defaults[algo]`: {"envs", "steps", "config"}). `task_config` and `algo_config`
-    override fields of those (nested mappings merge); both are validated before anything runs.
+    (`train_defaults[algo]`: {"envs", "steps", "config", "task_config"}). `task_config` and
+    `algo_config` override fields of those (nested mappings merge); both are validated before
+    anything runs.
+
+    `calibration` (a calibration YAML, `simreal calibrate`): the run trains on the calibrated
+    robot, written to RUN_DIR/robot (its description hash is the policy contract's, so deploy
+    the policy with `--robot RUN_DIR/robot`), with the task's randomization ranges set from the
+    fit (calibration/apply.py); `task_config` still overrides those.
     """
     from train import distributed
 
     joined = distributed.launched() and not distributed.is_distributed()
     try:
         return _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress,
-                      callback, task_config, algo_config, backend, device)
+                      callback, task_config, algo_config, backend, device, calibration)
     finally:
         if joined:  # this call joined torchrun's process group: it leaves it
             distributed.shutdown()
 
 
 def _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress, callback,
-           task_config, algo_config, backend, device) -> dict[str, Any]:
+           task_config, algo_config, backend, device, calibration=None) -> dict[str, Any]:
     from train import distributed
     from train.algos import get_algo
 
@@ -94,8 +101,21 @@ def _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress, 
         algo_defaults = defaults.get(algo, {})
         algo_cfg = spec.config().model_validate(
             _merged(algo_defaults.get("config", {}), algo_config or {}))
-        task_cfg = cls.config_class().model_validate(
-            _merged(cls.config_class().model_dump(mode="json"), task_config or {}))
+        calib_cfg: dict[str, Any] = {}
+        if calibration is not None:
+            from calibration.apply import task_overrides
+            from calibration.schema import load_calibration
+
+            calib = load_calibration(calibration)
+            if calib.robot != get_robot(cls.robot_name).name:
+                raise ValueError(f"{calibration}: calibration is for robot {calib.robot!r}; "
+                                 f"task {task!r} runs {cls.robot_name!r}")
+            calib_cfg = task_overrides(calib, cls)
+        # the algorithm's training-only task settings (a start curriculum, say) under the
+        # caller's; evaluation builds the task with its plain defaults
+        task_config = _merged(algo_defaults.get("task_config", {}), task_config or {})
+        task_cfg = cls.config_class().model_validate(_merged(_merged(
+            cls.config_class().model_dump(mode="json"), calib_cfg), task_config))
         config = {
             "task": task, "algo": algo, "seed": seed,
             "envs": envs or algo_defaults.get("envs", 1024),
@@ -103,6 +123,8 @@ def _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress, 
             "robot": cls.robot_name, "task_config": task_cfg.model_dump(mode="json"),
             "algo_config": algo_cfg.model_dump(mode="json"),
         }
+        if calibration is not None:
+            config["calibration"] = str(Path(calibration).resolve())
     config["backend"] = backend or config.get("backend", "mujoco")
     config["device"] = device or config.get("device", "cpu")
     # under torchrun: join the process group; cuda becomes this rank's GPU
@@ -113,6 +135,8 @@ def _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress, 
                               f"{run_dir} or choose another --out")
     if distributed.is_distributed():
         config["world_size"] = distributed.world_size()
+    if ckpt is None and config.get("calibration"):
+        config["robot"] = _calibrated_robot(config, run_dir if main else None)
     env_seed = distributed.rank_seed(config["seed"] + (ckpt["iteration"] if ckpt else 0))
     env = make_env(task, config["envs"], env_seed, config["task_config"], config["robot"],
                    config["backend"], str(rank_device))
@@ -131,7 +155,7 @@ def _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress, 
         policy_path = export(run_dir / "checkpoints" / "latest.pt", run_dir / "policy.onnx")
         t0 = time.perf_counter()
         result = evaluate(policy_path, task, episodes=eval_episodes,
-                          seed=config["seed"] + 10_000)
+                          seed=config["seed"] + 10_000, robot=config["robot"])
     summary = {
         "task": task, "algo": config["algo"], "seed": config["seed"],
         "env_steps": runner.env_steps, "wall_s": round(runner.wall_s, 2),
@@ -144,6 +168,21 @@ def _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress, 
     }
     write_text_atomic(json.dumps(summary, indent=2) + "\n", run_dir / "summary.json")
     return summary
+
+
+def _calibrated_robot(config: dict[str, Any], run_dir: Path | None) -> str:
+    """The calibrated robot folder of a run (RUN_DIR/robot; a temporary copy on other ranks):
+    robot.yaml and MJCF with the fitted values, whose hash the policy contract records."""
+    import tempfile
+
+    from calibration.apply import calibrated_robot_dir
+    from calibration.schema import load_calibration
+
+    where = run_dir / "robot" if run_dir is not None else Path(
+        tempfile.mkdtemp(prefix="simreal-robot-")) / "robot"
+    calibrated_robot_dir(get_robot(config["robot"]), load_calibration(config["calibration"]),
+                         where, where=config["calibration"])
+    return str(where.resolve())
 
 
 def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
@@ -183,8 +222,10 @@ def export(checkpoint: str | Path, out: str | Path) -> Path:
 
 
 def evaluate(policy: str | Path, task: str | None = None, episodes: int = 100,
-             seed: int = 0) -> dict[str, Any]:
-    """Run an ONNX policy through the deploy runtime against the simulator."""
+             seed: int = 0, robot: str | None = None) -> dict[str, Any]:
+    """Run an ONNX policy through the deploy runtime against the simulator (on `robot`, a
+    registered name or a robot folder such as a calibrated run's RUN_DIR/robot; default the
+    task's)."""
     from deploy.policy import OnnxPolicy
     from simreal.evaluate import run_episodes
 
@@ -193,7 +234,7 @@ def evaluate(policy: str | Path, task: str | None = None, episodes: int = 100,
     if task is not None and task != contract.task:
         raise ContractError(f"{policy}: policy was trained for task {contract.task!r}, "
                             f"not {task!r}")
-    env = make_env(contract.task, min(episodes, 2048), seed)
+    env = make_env(contract.task, min(episodes, 2048), seed, robot=robot)
     contract.check(env.robot)
     result = run_episodes(env, onnx_policy, episodes)
     return {"task": contract.task, "policy": str(policy), **result}

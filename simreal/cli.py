@@ -1,4 +1,5 @@
-"""The `simreal` command line: train, export, eval, play, tasks, robots, deploy."""
+"""The `simreal` command line: train, export, eval, play, tasks, robots, deploy, hil, record,
+calibrate."""
 
 from __future__ import annotations
 
@@ -50,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--device", help="where the simulator and training run: cpu (default), "
                                      "cuda, cuda:N (mjwarp only); under torchrun cuda is each "
                                      "rank's GPU (docs/SCALING.md)")
+    t.add_argument("--calibration", metavar="CALIB.yaml",
+                   help="train on the calibrated robot (written to RUN_DIR/robot; deploy the "
+                        "policy with --robot RUN_DIR/robot) with the task's randomization "
+                        "ranges from the fit (docs/CALIBRATION.md)")
 
     e = sub.add_parser("export", help="export a checkpoint to ONNX with its policy contract")
     e.add_argument("checkpoint")
@@ -61,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--episodes", type=_positive, default=100)
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--json", action="store_true", help="print one JSON object")
+    v.add_argument("--robot", help="robot name or folder (a calibrated run's RUN_DIR/robot); "
+                                   "default: the task's")
 
     w = sub.add_parser("play", help="watch an ONNX policy: the viewer, or a video where "
                                      "there is no display")
@@ -101,6 +108,36 @@ def build_parser() -> argparse.ArgumentParser:
                    help="leave loopback: DDS as CYCLONEDDS_URI / Cyclone's default say")
     h.add_argument("--real-robot", action="store_true",
                    help="start no simulated robot: run against the robot on the DDS domain")
+
+    r = sub.add_parser("record", help="run a calibration experiment on a robot over DDS and "
+                                      "write its log (MCAP)")
+    r.add_argument("experiment", help="go2-air, go2-ground or quad-hover (docs/CALIBRATION.md)")
+    r.add_argument("--robot", required=True, help="registered robot name or robot folder")
+    r.add_argument("--out", help="log file (default runs/record_<experiment>_<time>.mcap)")
+    r.add_argument("--interface", choices=["generic", "native"],
+                   help="the robot's interface (default: the experiment's first)")
+    r.add_argument("--domain-id", type=int, default=0)
+    r.add_argument("--network", action="store_true",
+                   help="leave loopback: DDS as CYCLONEDDS_URI / Cyclone's default say")
+    r.add_argument("--sim", action="store_true",
+                   help="start a simulated robot (the HIL robot process, loopback) to record")
+    r.add_argument("--hidden", metavar="CALIB.yaml",
+                   help="with --sim: a calibration applied to the simulated robot (validation)")
+    r.add_argument("--faults", metavar="FAULTS.yaml",
+                   help="with --sim: a HIL fault plan (sensor noise and bias)")
+    r.add_argument("--in-process", action="store_true",
+                   help="with --sim: step the simulated robot here in simulated time (no DDS)")
+    r.add_argument("--scale", type=float, default=1.0, help="shorten (<1) every phase")
+
+    c = sub.add_parser("calibrate", help="fit simulator parameters to logs; write a "
+                                         "calibration YAML and a report")
+    c.add_argument("logs", nargs="+", help="MCAP logs of calibration experiments")
+    c.add_argument("--robot", required=True, help="registered robot name or robot folder")
+    c.add_argument("--out", required=True, help="calibration YAML (report: <stem>_report/)")
+    c.add_argument("--sigmas", type=float, default=3.0,
+                   help="randomization half-width in standard deviations of the fit")
+    c.add_argument("--max-nfev", type=_positive, default=30,
+                   help="least-squares function evaluations (first pass)")
     return p
 
 
@@ -155,12 +192,55 @@ def _hil(args: argparse.Namespace) -> int:
     return 0 if report["passed"] else 1
 
 
+def _calibration(args: argparse.Namespace) -> int:
+    """`simreal record` and `simreal calibrate`: exit 0 done, 1 failed, 2 bad input."""
+    import time
+    from pathlib import Path
+
+    from calibration.experiments import ExperimentError
+    from calibration.logs import LogError
+    from calibration.record import RecordError
+    from calibration.schema import CalibrationError
+    from hil.config import HilConfigError
+    from robots import RobotError
+
+    try:
+        robot = get_robot(args.robot)
+        if args.command == "record":
+            from calibration.record import record
+
+            out = args.out or Path("runs") / (
+                f"record_{args.experiment}_{time.strftime('%Y%m%d-%H%M%S')}.mcap")
+            result = record(args.experiment, robot, out, args.interface, args.domain_id,
+                            args.network, args.sim, args.hidden, args.faults, args.scale,
+                            args.in_process)
+        else:
+            from calibration.run import calibrate
+
+            calib = calibrate(args.logs, robot, args.out, args.sigmas, args.max_nfev)
+            result = {"out": args.out, "parameters": len(calib.parameters),
+                      "rms_before": calib.fit.get("rms_before"),
+                      "rms_after": calib.fit.get("rms_after"),
+                      "report": str(Path(args.out).with_name(Path(args.out).stem + "_report"))}
+    except (UnknownNameError, RobotError, ExperimentError, LogError, CalibrationError,
+            HilConfigError, FileNotFoundError, FileExistsError, ValueError) as exc:
+        print(f"simreal: error: {exc}", file=sys.stderr)
+        return 2
+    except RecordError as exc:
+        print(f"simreal record: failed: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "deploy":
         return _deploy(args)
     if args.command == "hil":
         return _hil(args)
+    if args.command in ("record", "calibrate"):
+        return _calibration(args)
     try:
         return _run(args)
     except _known_errors() as exc:
@@ -186,7 +266,8 @@ def _run(args: argparse.Namespace) -> int:
     elif args.command == "train":
         summary = api.train(args.task, args.algo, args.envs, args.steps, args.seed, args.out,
                             args.resume, args.eval_episodes, progress=not args.no_progress,
-                            backend=args.backend, device=args.device)
+                            backend=args.backend, device=args.device,
+                            calibration=args.calibration)
         print(json.dumps(summary))
     elif args.command == "export":
         print(api.export(args.checkpoint, args.out))
@@ -195,7 +276,7 @@ def _run(args: argparse.Namespace) -> int:
 
         print(json.dumps(play(args.policy, args.task, args.video, args.episodes, args.seed)))
     elif args.command == "eval":
-        result = api.evaluate(args.policy, args.task, args.episodes, args.seed)
+        result = api.evaluate(args.policy, args.task, args.episodes, args.seed, args.robot)
         if args.json:
             print(json.dumps(result))
         else:

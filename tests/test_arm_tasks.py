@@ -157,3 +157,67 @@ def test_step_metrics_summarize_over_the_hold_window():
     last = stacked["position_error"][-env.window:]
     assert out["position_error_mean"] == pytest.approx(last.mean().item(), rel=1e-5)
     assert out["orientation_error_deg_p95"] >= out["orientation_error_deg_mean"]
+
+
+def test_joint_targets_are_clamped_as_the_deploy_safety_layer_clamps_them():
+    """The simulator's targets equal deploy's safety layer output (joint range, then the
+    velocity limit per period from the last target) for the same actions."""
+    from deploy.limits import command_limits
+    from deploy.safety import SafetyConfig, SafetyLayer
+
+    env = make_env("arm-reach", num_envs=1, seed=4, config=QUIET)
+    env.reset()
+    limits = command_limits(env.robot, env.contract())
+    start = env.read()["joint_pos"][0].double().numpy()
+    layer = SafetyLayer(limits.low, limits.high, damping=start, rate_hz=50,
+                        cfg=SafetyConfig(soft_start_s=0.0), rate_limit=limits.rate)
+    gen = torch.Generator().manual_seed(0)
+    action = env.contract().action
+    clamped_rate = 0
+    for i in range(40):
+        a = torch.rand(1, 8, generator=gen) * 2 - 1 if i % 10 else torch.ones(1, 8) * -1
+        env.step(a)
+        want = np.asarray(action.offset) + np.asarray(action.scale) * a[0].double().numpy()
+        sent = layer.step(want, fresh=True, tilt_rad=0.0, measured=start)
+        np.testing.assert_allclose(env.target[0].double().numpy(), sent, atol=1e-6)
+        clamped_rate = layer.clamp_events["rate"]
+    assert clamped_rate > 0 and layer.clamp_events["limits"] > 0  # both rules were exercised
+    # the gripper's wide scale: any a >= 0 is fully open, a <= -0.4 fully closed
+    assert env.action_scale[7] * 0.4 == pytest.approx(env.upper[7] - env.lower[7])
+
+
+def test_start_pose_is_held_through_the_command_latency():
+    """A reset writes the start pose into the actuators' command history, so that with the
+    largest latency the arm does not jerk toward the default pose before the policy acts."""
+    cfg = {**QUIET, "joint_noise": 0.3}
+    env = make_env("arm-reach", num_envs=4, seed=5, config=cfg)
+    env.actuators.latency[:] = 0.02
+    env.actuators.write(torch.arange(4))
+    env.reset()
+    q0 = env.read()["joint_pos"].clone()
+    assert (q0 - env.default_pos)[:, :7].abs().max() > 0.1  # away from the default pose
+    env.step((q0 - env.default_pos) / env.action_scale)  # hold it
+    assert (env.read()["joint_pos"] - q0)[:, :7].abs().max() < 1e-4
+
+
+def test_lift_start_curriculum_puts_the_open_hand_over_or_the_closed_fingers_on_the_cube():
+    cfg = {**QUIET, "above_start": 0.5, "grasped_start": 0.5}
+    env = make_env("arm-lift", num_envs=32, seed=6, config=cfg)
+    env.reset()
+    r = env.read()
+    offset = r["object_position"] - r["ee_position"]
+    fingers = r["joint_pos"][:, 7]
+    closed = fingers < 0.035
+    assert 5 < int(closed.sum()) < 27  # both kinds drawn
+    # the tool over the cube's centre (IK: 1 mm), at it when grasped, up to 10 cm above else
+    assert offset[:, :2].norm(dim=-1).max() < 1e-3
+    assert offset[closed, 2].abs().max() < 1e-3
+    assert (-offset[~closed, 2]).max() <= 0.1 + 1e-3
+    for _ in range(10):  # holding the start targets keeps the cube grasped
+        env.step((env.target - env.default_pos) / env.action_scale)
+    assert env.step_metrics()["grasped"][closed].mean() > 0.9
+    # evaluation (the defaults) never starts there
+    plain = make_env("arm-lift", num_envs=16, seed=6, config=QUIET)
+    plain.reset()
+    d = (plain.read()["object_position"] - plain.read()["ee_position"]).norm(dim=-1)
+    assert d.min() > 0.2

@@ -297,6 +297,27 @@ def test_eval_summary_metrics_from_step_history():
     assert out["torque"] == pytest.approx(3.0)
 
 
+def test_eval_json_has_the_go2_metrics_through_the_deploy_runtime(tmp_path):
+    """`simreal eval`'s numbers for go2-flat, from a policy that always outputs zero (the
+    default pose, no training): it neither walks nor falls, its commands are not tracked."""
+    from simreal.api import evaluate
+    from train.export import export_onnx
+
+    contract = make_env("go2-flat", num_envs=1, seed=0).contract()
+
+    class Zero(torch.nn.Module):
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return obs[:, :contract.action_dim] * 0.0
+
+    path = export_onnx(Zero(), contract, tmp_path / "zero.onnx")
+    out = evaluate(path, "go2-flat", episodes=2, seed=0)
+    assert {"lin_vel_error", "ang_vel_error", "fall_rate", "distance", "torque",
+            "success_rate", "mean_return", "episodes"} <= set(out)
+    assert out["fall_rate"] == 0.0 and out["episodes"] == 2
+    assert 0.2 < out["lin_vel_error"] < 1.5  # commands in [-1, 1] m/s, not followed
+    assert out["distance"] < 3.0 and 1.0 < out["torque"] < 10.0  # holds its sagging stance
+
+
 # --- go2-rough ----------------------------------------------------------------------------------
 SMALL_TERRAIN = {"terrain": {"rows": 3, "cols": 2, "tile_size": [4.0, 4.0], "border": 2.0,
                              "platform": 1.5, "curriculum": {"max_init_level": 1}},
@@ -332,7 +353,27 @@ def test_rough_curriculum_promotes_far_walkers_and_demotes_laggards():
     qpos[2, 0] = env.origin[2, 0] + 1.0  # did half of 2 m: stays
     b.qpos[:] = qpos
     env.commanded_distance[:] = torch.tensor([0.0, 10.0, 2.0, 0.0])
-    env.episode_length_buf[:] = 100
+    env.commands[:] = 0.0
+    env.episode_length_buf[:] = env.max_episode_length  # full episodes
     stats = env.reset_envs(torch.tensor([0, 1, 2]))
     assert env.curriculum.levels.tolist() == [1, 0, 1, 0]
     assert float(stats["/curriculum/mean_level"]) == pytest.approx(0.5)
+
+
+def test_rough_curriculum_demotes_an_early_fall_by_the_whole_episode_s_distance():
+    """Rudin et al. compare the distance walked with the command over the whole episode: a
+    robot that fell after 2 s, having walked all 1 m asked of it by then, still moves down,
+    since its 0.5 m/s command asked 10 m of the 20 s episode; one that fell after walking 3 m
+    (past half of its 4 m tile) moves up."""
+    env = make_env("go2-rough", num_envs=3, seed=0, config=SMALL_TERRAIN)
+    env.reset()
+    env.curriculum.levels[:] = 1
+    qpos = env.backend.qpos.clone()
+    qpos[0, 0] = env.origin[0, 0] + 1.0
+    qpos[1, 0] = env.origin[1, 0] + 3.0  # past half of the 4 m tile
+    env.backend.qpos[:] = qpos
+    env.commands[:, :2] = torch.tensor([0.5, 0.0])
+    env.commanded_distance[:] = 1.0
+    env.episode_length_buf[:] = 100  # 2 s of 20
+    env.reset_envs(torch.tensor([0, 1]))
+    assert env.curriculum.levels.tolist() == [0, 2, 1]

@@ -118,11 +118,25 @@ def test_wakeup_hints_apply_to_the_thread_and_are_restored():
     def slack() -> int:
         return libc.prctl(30, 0, 0, 0, 0)  # PR_GET_TIMERSLACK, this thread's
 
-    before = slack()
+    def sched_slice_ns() -> int | None:
+        import platform
+
+        from deploy import loop
+
+        nr = loop._SYS_SCHED_GETATTR.get(platform.machine())
+        attr = loop._SchedAttr()
+        if nr is None or libc.syscall(nr, 0, ctypes.byref(attr), ctypes.sizeof(attr), 0):
+            return None
+        return attr.runtime
+
+    before, slice_before = slack(), sched_slice_ns()
     with wakeup_hints() as applied:
         assert "timer slack 1 ns" in applied
         assert slack() == 1
+        if "scheduler slice 100 us" in applied:
+            assert sched_slice_ns() == 100_000
     assert slack() == before != 1
+    assert sched_slice_ns() == slice_before
 
 
 def test_real_clock_loop_runs_its_cycles_with_the_default_sleep():

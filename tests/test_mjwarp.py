@@ -5,13 +5,15 @@ The first test to build a model compiles MuJoCo Warp's kernels for it (tens of s
 model on 2 cores); Warp caches them in $WARP_CACHE_PATH (tests/conftest.py: .cache/warp in
 the checkout), so the rest of a run, and later runs, load them.
 
-Tolerances: MuJoCo Warp computes in float32, MuJoCo's C engine in float64 (measured on this
-machine, printed by the tests' assertion messages when they fail):
-- quadrotor-hover (no contacts), 8 envs, 100 control steps (1 s) of random actions: states
-  agree to ~1e-5 (positions) / ~1e-4 (velocities); asserted below 1e-3 and 1e-2;
-- go2-flat (12 joints, ground contacts, PD actuators with per-env gains, delays, friction,
-  masses), 4 envs, 25 control steps: ~1e-3; asserted below 2e-2 (m, rad) and 0.5 (m/s, rad/s:
-  contact impulses in float32 differ more), with identical terminations.
+Tolerances: MuJoCo Warp computes in float32, MuJoCo's C engine in float64. Largest
+differences over the run (measured on this machine; the assertion messages print them):
+- quadrotor-hover (no contacts), 8 envs, 100 control steps (1 s) of random actions: qpos
+  2.3e-6, qvel 1.2e-5; asserted below 1e-4 and 1e-3 (and rewards below 1e-4);
+- go2-flat (12 joints, ground contacts, PD actuators with per-env gains, latency, friction,
+  restitution, CoM), 4 envs, 25 control steps (0.5 s): qpos 6.2e-5, qvel 6.7e-4, rewards
+  3e-6; asserted below 1e-3, 2e-2 and 1e-3, with identical terminations. Contacts amplify
+  float32 rounding: by 100 steps (2 s) the go2 states are 2.5e-2 apart, as two float64 runs
+  with perturbed inputs would be.
 """
 
 from __future__ import annotations
@@ -85,14 +87,14 @@ def test_masses_and_inertias_per_env() -> None:
         b.qvel[:, 3:] = torch.tensor([1.0, -2.0, 0.5], dtype=b.qvel.dtype)
         b.step(20)
         states.append(torch.cat([b.qpos, b.qvel], -1).double())
-    assert _max_diff(*states) < 1e-5, _max_diff(*states)
+    assert _max_diff(*states) < 1e-3, _max_diff(*states)  # measured 6.5e-5 (float32)
     # and they differ per env (masses and inertias took effect)
     assert (states[1][0] - states[1][1]).abs().max() > 1e-3
 
 
 def test_go2_flat_parity_with_the_mujoco_backend() -> None:
     _, warp, worst = _run_both("go2-flat", 4, 25, 0.5)
-    assert worst["qpos"] < 2e-2 and worst["qvel"] < 0.5, worst
+    assert worst["qpos"] < 1e-3 and worst["qvel"] < 2e-2 and worst["reward"] < 1e-3, worst
     assert not warp.backend.overflow().any(), "contact buffers overflowed"
 
 
@@ -134,9 +136,11 @@ def test_ppo_trains_on_mjwarp(tmp_path: Path) -> None:
     from simreal.api import train
 
     out = tmp_path / "run"
-    summary = train("quadrotor-hover", envs=16, steps=3 * 16 * 16, seed=0, out=out,
-                    eval_episodes=4, progress=False, backend="mjwarp", device="cpu")
-    assert summary["iterations"] == 3 and summary["env_steps"] == 3 * 16 * 16
+    per_iteration = 16 * 8
+    summary = train("quadrotor-hover", algo="ppo", envs=16, steps=3 * per_iteration, seed=0,
+                    out=out, eval_episodes=4, progress=False, backend="mjwarp", device="cpu",
+                    algo_config={"steps_per_env": 8})
+    assert summary["iterations"] == 3 and summary["env_steps"] == 3 * per_iteration
     assert (out / "policy.onnx").exists()
     saved = json.loads((out / "summary.json").read_text())
     assert saved["eval_episodes"] == 4

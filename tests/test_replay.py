@@ -96,12 +96,12 @@ def _final_step(final_observations: bool):
     from simreal.api import make_env
 
     env = make_env("quadrotor-hover", num_envs=3, seed=0,
-                   config={"episode_s": 0.05, "action_history": 3})
+                   config={"episode_s": 0.05})
     env.final_observations = final_observations
     env.reset()
     env.episode_length_buf[1] = -100
     for k in range(env.max_episode_length - 1):
-        env.step(torch.full((3, 4), 0.1 * k))  # a changing action history
+        env.step(torch.full((3, 4), 0.1 * k))  # a changing last action
     mass_before = env.mass_scale.clone()
     obs, _, done, extras = env.step(torch.full((3, 4), -0.3))
     return env, obs, done, extras, mass_before

@@ -4,7 +4,11 @@ its signals, the actor's view of the tool pose, and the per-episode randomizatio
 Actions are joint position targets: target_i = default_i + scale_i * a_i, a in [-1, 1] (the
 contract's ActionSpec), tracked by the joint position controllers that MuJoCo runs at the
 physics rate (PD with gravity compensation, sim/actuators.py). The last action is the gripper:
-finger opening in metres, finger 2 coupled.
+finger opening in metres, finger 2 coupled. Before the controllers see a target it is clamped
+as the deploy node's safety layer clamps it (deploy/safety.py): to the joint's range, then to
+at most its velocity limit times the control period from the previous target. So the policy
+learns the command stream the robot will receive, and the gripper's wide scale (0.1 m per
+unit over a 0.04 m travel) makes it nearly open/closed: any a >= 0 opens it fully.
 
 The actor sees what the robot's joint states give (positions relative to the default pose,
 velocities), with encoder noise, and the tool pose computed from those noisy joint angles by
@@ -26,7 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from deploy.contract import ActionSpec, ObsTerm, PolicyContract
 from robots import Robot
-from robots.kinematics import forward_kinematics
+from robots.description import Kinematics
+from robots.kinematics import forward_kinematics, quat_mul
 from sim.actuators import PDActuators
 from sim.tasks.go2_locomotion import single_torch_thread
 from sim.vec_env import TaskConfig, VecEnv
@@ -55,7 +60,7 @@ class ArmNoise(_Cfg):
 class ArmConfig(TaskConfig):
     # rad per action unit for joints 1-7, then m for the gripper (offset: the default pose)
     action_scale: list[float] = Field(
-        default=[1.2, 1.5, 1.2, 1.5, 1.2, 1.5, 2.0, 0.04], min_length=8, max_length=8)
+        default=[1.2, 1.5, 1.2, 1.5, 1.2, 1.5, 2.0, 0.1], min_length=8, max_length=8)
     joint_noise: float = 0.2  # rad, uniform around the default pose at a reset
     randomization: ArmRandomization = ArmRandomization()
     noise: ArmNoise = ArmNoise()
@@ -65,6 +70,39 @@ def quat_angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Angle (rad) of the rotation between unit quaternions a and b (..., 4)."""
     dot = (a * b).sum(-1).abs().clamp(max=1.0)
     return 2 * torch.acos(dot)
+
+
+def rotation_error(target: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
+    """Rotation vector (..., 3) turning unit quaternion `current` into `target` (base frame)."""
+    d = quat_mul(target, current * torch.tensor([1.0, -1.0, -1.0, -1.0], dtype=current.dtype))
+    d = torch.where(d[..., :1] < 0, -d, d)
+    s = torch.linalg.vector_norm(d[..., 1:], dim=-1, keepdim=True).clamp(min=1e-12)
+    return d[..., 1:] / s * 2 * torch.atan2(s, d[..., :1])
+
+
+def solve_ik(kin: Kinematics, q: torch.Tensor, position: torch.Tensor,
+             orientation: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor,
+             iterations: int = 30, damping: float = 1e-3) -> torch.Tensor:
+    """Joint angles (n, 7) putting the tool at `position` (n, 3), `orientation` (n, 4), from
+    `q` (n, >= 7): damped least squares on the forward kinematics, finite-difference Jacobian,
+    joint ranges enforced at every step. Used for training start states, not by a policy."""
+    q = q[:, :NUM_ARM_JOINTS].double().clone()
+    position, orientation = position.double(), orientation.double()
+    lower, upper = lower[:NUM_ARM_JOINTS].double(), upper[:NUM_ARM_JOINTS].double()
+    eye = torch.eye(NUM_ARM_JOINTS, dtype=q.dtype)
+    h = 1e-6
+    for _ in range(iterations):
+        # the base configuration and one perturbation per joint in one batched call
+        qs = torch.cat([q[None], q[None] + h * eye[:, None, :]], 0)
+        pos, quat = forward_kinematics(kin, qs)
+        err = torch.cat([position - pos[0], rotation_error(orientation, quat[0])], -1)
+        jac = torch.cat([(pos[1:] - pos[0]) / h,
+                         rotation_error(quat[1:], quat[0].expand_as(quat[1:])) / h], -1)
+        jac = jac.permute(1, 2, 0)  # (n, 6, 7)
+        jjt = jac @ jac.transpose(1, 2) + damping * torch.eye(6, dtype=q.dtype)
+        q = q + (jac.transpose(1, 2) @ torch.linalg.solve(jjt, err[..., None]))[..., 0]
+        q = torch.minimum(torch.maximum(q, lower), upper)
+    return q.float()
 
 
 class ArmTask(VecEnv):
@@ -106,6 +144,13 @@ class ArmTask(VecEnv):
         }
         self.lower = torch.tensor(m.jnt_range[self._joint_ids, 0], dtype=torch.float32)
         self.upper = torch.tensor(m.jnt_range[self._joint_ids, 1], dtype=torch.float32)
+        # the safety layer's per-period step: velocity limit x control period (robot.yaml)
+        self.max_step = torch.tensor([(j.velocity_limit or float("inf")) * self.dt
+                                      for j in joints], dtype=torch.float32)
+        self.target = self.default_pos.expand(n, -1).clone()  # last joint targets, absolute
+        # the actuators' command history (MuJoCo keeps nsample past commands per actuator for
+        # the latency), written at a reset so a start pose is held from its first physics step
+        self._history = b.batch.bind("history") if m.nhistory else None
         self.dof_damping = b.model_field("dof_damping")
         self.nominal_damping = torch.from_numpy(m.dof_damping[self._dof_adr[:NUM_ARM_JOINTS]]
                                                 .copy())
@@ -195,9 +240,31 @@ class ArmTask(VecEnv):
 
     # --- dynamics ---------------------------------------------------------------------------
     def apply_actions(self, actions: torch.Tensor) -> None:
-        self.backend.ctrl.copy_(actions * self.action_scale)  # relative to the default pose
+        # as deploy's safety layer: the joint range, then the rate limit from the last target
+        target = self.default_pos + actions * self.action_scale
+        target = torch.minimum(torch.maximum(target, self.lower), self.upper)
+        self.target = torch.minimum(torch.maximum(target, self.target - self.max_step),
+                                    self.target + self.max_step)
+        self.backend.ctrl.copy_(self.target - self.default_pos)  # relative to the default pose
         self.backend.step(self.decimation)
         self._sensors = None
+
+    def hold_targets(self, ids: torch.Tensor, q: torch.Tensor) -> None:
+        """Envs `ids` start with joint targets `q` (n, 8, absolute): the controllers hold
+        that pose, and the rate limit counts from it."""
+        self.target[ids] = q
+        ctrl = (q - self.default_pos).double()
+        b = self.backend
+        b.ctrl[ids] = ctrl
+        if self._history is None:
+            return
+        # MuJoCo's per-actuator history: [user, cursor, nsample times, nsample values]
+        m, hist = b.model, torch.from_numpy(self._history)
+        for col, act in enumerate(self.actuators.ids.tolist()):
+            size = int(m.actuator_history[act, 0])
+            if size:
+                start = int(m.actuator_historyadr[act]) + 2 + size
+                hist[ids, start:start + size] = ctrl[:, col:col + 1]
 
     # --- resets -----------------------------------------------------------------------------
     def randomize_joints(self, ids: torch.Tensor) -> None:
@@ -217,9 +284,9 @@ class ArmTask(VecEnv):
             self.damping[ids].double()
 
     def reset_joints(self, ids: torch.Tensor) -> None:
-        """Back to the default pose plus noise, at rest; the command history cleared."""
+        """Back to the default pose plus noise, at rest, the controllers holding that pose."""
         b, n, g = self.backend, len(ids), self.generator
-        b.reset(ids)  # time, warm starts and the actuators' command history (zero: default)
+        b.reset(ids)  # time, warm starts and the actuators' command history
         q = self.default_pos + (torch.rand(n, self.num_actions, generator=g) * 2 - 1
                                 ) * self.cfg.joint_noise
         q[:, NUM_ARM_JOINTS] = self.default_pos[NUM_ARM_JOINTS]  # the gripper starts open
@@ -230,7 +297,7 @@ class ArmTask(VecEnv):
             qpos[:, self._finger2_qpos] = q[:, NUM_ARM_JOINTS].double()
         b.qpos[ids] = qpos
         b.qvel[ids] = 0.0
-        b.ctrl[ids] = 0.0
+        self.hold_targets(ids, q)
 
     def episode_stats(self, ids: torch.Tensor, ok: torch.Tensor) -> dict[str, Any]:
         """Success of envs `ids`' finished episodes (ok), for the log."""

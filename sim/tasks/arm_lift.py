@@ -8,8 +8,8 @@ Actor: joint states (noisy), the tool pose from their forward kinematics (as on 
 and the cube's pose as a camera-based estimator gives it: `delay_steps` control periods old
 (per episode), with a per-episode bias and per-step noise; the lift height command; last
 action. Critic: the same from the true signals (the cube's exact pose), plus the cube's
-velocity, the fingertip contact forces, the cube's size, mass and friction, the estimator's
-delay and the randomized joint parameters.
+velocity, the fingertip touch forces and each finger's contact force on the cube, the cube's
+size, mass and friction, the estimator's delay and the randomized joint parameters.
 
 Success: over the last `hold_s` of the episode the cube's centre stays within
 `success_tolerance` of the commanded height.
@@ -26,8 +26,9 @@ from pydantic import Field
 
 from deploy.contract import CommandRange, ObsTerm, PolicyContract
 from robots import Robot
-from robots.kinematics import forward_kinematics
-from sim.tasks.arm_base import ArmConfig, ArmTask, Range, _Cfg
+from robots.kinematics import quat_mul
+from sim.tasks.arm_base import NUM_ARM_JOINTS, ArmConfig, ArmTask, Range, _Cfg, solve_ik
+from sim.tasks.arm_reach import DOWN
 
 # what `simreal train arm-lift` uses unless told otherwise (measured on 2 cores)
 TRAIN_DEFAULTS: dict[str, Any] = {
@@ -60,7 +61,7 @@ class EstimatorConfig(_Cfg):
 class LiftReward(_Cfg):
     """Per step, d the tool-to-cube distance, e the cube's distance from the commanded
     height: reach (1 - tanh(d / reach_scale)) + reach_fine (1 - tanh(d / reach_fine_scale))
-    + grasp [both fingertips pressing, the cube between the fingers] + lift [lifted]
+    + grasp [both fingers pressing on the cube, near the tool] + lift [lifted]
     + lifted (goal_coarse (1 - tanh(e / goal_coarse_scale)) + goal (1 - tanh(e / goal_scale)))
     - action_rate |da|^2 - joint_vel |qdot|^2."""
 
@@ -69,7 +70,7 @@ class LiftReward(_Cfg):
     reach_fine: float = 1.0
     reach_fine_scale: float = 0.03  # m
     grasp: float = 1.0
-    contact_force: float = 0.5  # N: a fingertip touch above it is a contact
+    contact_force: float = 0.5  # N: a finger pressing on the cube harder grasps it
     lift: float = 4.0
     lifted: float = 0.02  # m above its resting height: the cube counts as lifted
     goal_coarse: float = 4.0
@@ -85,9 +86,13 @@ class LiftConfig(ArmConfig):
     hold_s: float = 0.5
     lift_height: Range = (0.15, 0.3)  # m, the cube's centre above the table
     success_tolerance: float = 0.03  # m
-    # training only: the fraction of episodes that start with the cube already between the
-    # closed fingers (at the tool, aligned with the hand), so that holding and lifting are
-    # learned while the approach is (a start-state curriculum; evaluation uses 0)
+    # training only (a start-state curriculum; evaluation uses the defaults, 0): the fraction
+    # of episodes that start with the open hand over the cube, aligned with it, the tool
+    # `above_height` above its centre (inverse kinematics), and the fraction that start with
+    # the fingers closed on the cube resting on the table; so that grasping and lifting are
+    # learned while the approach is
+    above_start: float = Field(default=0.0, ge=0, le=1)
+    above_height: Range = (0.0, 0.1)  # m
     grasped_start: float = Field(default=0.0, ge=0, le=1)
     cube: CubeConfig = CubeConfig()
     estimator: EstimatorConfig = EstimatorConfig()
@@ -100,7 +105,8 @@ class ArmLift(ArmTask):
     cfg: LiftConfig
     train_defaults = TRAIN_DEFAULTS
     sensor_roles = (*ArmTask.sensor_roles, "object_position", "object_orientation",
-                    "object_linear_velocity", "object_angular_velocity")
+                    "object_linear_velocity", "object_angular_velocity", "finger_object_left",
+                    "finger_object_right")
 
     def __init__(self, robot: Robot, cfg: LiftConfig, num_envs: int, seed: int,
                  nthread: int | None = None):
@@ -172,7 +178,8 @@ class ArmLift(ArmTask):
 
     def privileged(self) -> torch.Tensor:
         r = self.read()
-        force = torch.cat([r["finger_force_left"], r["finger_force_right"]], -1)
+        force = torch.cat([r["finger_force_left"], r["finger_force_right"],
+                           r["finger_object_left"][:, 1:], r["finger_object_right"][:, 1:]], -1)
         return torch.cat([
             r["object_linear_velocity"], r["object_angular_velocity"] * 0.1,
             (force / 10).clamp(max=5.0),
@@ -195,9 +202,11 @@ class ArmLift(ArmTask):
         r, w, c = self.read(), self.cfg.reward, self.cfg
         obj = r["object_position"]
         dist = torch.linalg.vector_norm(obj - r["ee_position"], dim=-1)
-        touching = ((r["finger_force_left"][:, 0] > w.contact_force)
-                    & (r["finger_force_right"][:, 0] > w.contact_force))
-        grasped = touching & (dist < self.half_size + 0.02)
+        # each finger pressing on the cube itself (not the table), the cube near the tool
+        left = torch.linalg.vector_norm(r["finger_object_left"][:, 1:], dim=-1)
+        right = torch.linalg.vector_norm(r["finger_object_right"][:, 1:], dim=-1)
+        grasped = ((left > w.contact_force) & (right > w.contact_force)
+                   & (dist < self.half_size + 0.02))
         height = obj[:, 2] - self.half_size  # above its resting height
         target = self.lift_height[:, 0]
         lifted = (height > w.lifted).float()
@@ -228,7 +237,7 @@ class ArmLift(ArmTask):
                   ) -> dict[str, float]:
         """Over each episode's hold window: the cube's lift above its resting height (m), its
         distance from the commanded height (mean, p95); grasp_rate: episodes that held the
-        cube between pressing fingertips at some step."""
+        cube between both fingers pressing on it at some step."""
         steps = history["lift_height"].shape[0]
         mask = self.window_mask(steps, lengths)
         valid = torch.arange(steps)[:, None] < lengths[None]
@@ -255,21 +264,38 @@ class ArmLift(ArmTask):
         self.body_inertia[ids, self.cube_body] = inertia[:, None].double().expand(-1, 3)
         self.backend.batch.set_const(ids=ids.numpy().astype("int32"))
 
-    def _hold_cube(self, ids: torch.Tensor, held: torch.Tensor, pose: torch.Tensor) -> None:
-        """Envs ids[held] start with the cube at the tool, aligned with the hand, the fingers
-        closed on it (pose rows are rewritten in place)."""
-        b = self.backend
-        rows = ids[held]
-        q = b.qpos[rows][:, self._qpos_adr].float()
-        tcp, quat = forward_kinematics(self.kinematics, q)
-        pose[held, :3] = tcp
-        pose[held, 3:] = quat
-        grip = self.half_size[rows] - 0.0005  # pressing on the faces
+    def _start_at_cube(self, ids: torch.Tensor, above: torch.Tensor, grasped: torch.Tensor,
+                       pose: torch.Tensor) -> None:
+        """Envs ids[above] start with the open hand over the cube (pose: its (n, 7) pose),
+        aligned with its faces; ids[grasped] with the tool at its centre, the fingers closed
+        on it. The arm's joints by inverse kinematics from the reset pose."""
+        c, g, b = self.cfg, self.generator, self.backend
+        pick = above | grasped
+        rows, n = ids[pick], int(pick.sum())
+        height = c.above_height[0] + (c.above_height[1] - c.above_height[0]) * torch.rand(
+            n, generator=g)
+        height = torch.where(grasped[pick], 0.0, height)
+        position = pose[pick, :3] + torch.nn.functional.pad(height[:, None], (2, 0))
+        # the cube's yaw (about z), folded to the nearest face: +-45 degrees
+        cube_yaw = 2 * torch.atan2(pose[pick, 6], pose[pick, 3])
+        yaw = torch.remainder(cube_yaw + math.pi / 4, math.pi / 2) - math.pi / 4
+        zero = torch.zeros(n)
+        q_yaw = torch.stack([torch.cos(yaw / 2), zero, zero, torch.sin(yaw / 2)], -1)
+        orientation = quat_mul(q_yaw, torch.tensor(DOWN).expand(n, 4))
+        q = self.target[rows].clone()
+        q[:, :NUM_ARM_JOINTS] = solve_ik(self.kinematics, q, position, orientation,
+                                         self.lower, self.upper)
+        opening = self.upper[NUM_ARM_JOINTS].expand(n).clone()
+        grip = grasped[pick]
+        opening[grip] = self.half_size[rows[grip]] - 0.0005  # pressing on the faces
+        q[:, NUM_ARM_JOINTS] = opening
         qpos = b.qpos[rows]
-        qpos[:, self._qpos_adr[-1]] = grip.double()
+        qpos[:, self._qpos_adr] = q.double()
         if self._finger2_qpos is not None:
-            qpos[:, self._finger2_qpos] = grip.double()
+            qpos[:, self._finger2_qpos] = opening.double()
         b.qpos[rows] = qpos
+        q[grip, NUM_ARM_JOINTS] = self.lower[NUM_ARM_JOINTS]  # the gripper commanded closed
+        self.hold_targets(rows, q)
 
     def reset_envs(self, ids: torch.Tensor) -> dict[str, Any]:
         ok = (self.episode_length_buf[ids] >= self.max_episode_length) & \
@@ -287,13 +313,15 @@ class ArmLift(ArmTask):
         pose[:, 2] = self.half_size[ids]
         pose[:, 3] = torch.cos(yaw / 2)
         pose[:, 6] = torch.sin(yaw / 2)
-        held = torch.rand(n, generator=g) < c.grasped_start
-        if held.any():
-            self._hold_cube(ids, held, pose)
+        draw = torch.rand(n, generator=g)
+        grasped = draw < c.grasped_start
+        above = ~grasped & (draw < c.grasped_start + c.above_start)
+        if (above | grasped).any():
+            self._start_at_cube(ids, above, grasped, pose)
         qpos = b.qpos[ids]
         qpos[:, self._cube_qpos:self._cube_qpos + 7] = pose.double()
         b.qpos[ids] = qpos
-        b.forward(ids)
+        b.forward(ids, forces=True)  # contact sensors too
         self._sensors = None
         lo, hi = c.lift_height
         self.lift_height[ids, 0] = lo + (hi - lo) * u[:, 3]

@@ -31,7 +31,7 @@ from sim.tasks.arm_base import ArmConfig, ArmTask, Range, _Cfg, quat_angle
 # what `simreal train arm-reach` uses unless told otherwise (measured on 2 cores)
 TRAIN_DEFAULTS: dict[str, Any] = {
     "algo": "ppo",
-    "ppo": {"envs": 512, "steps": 10_000_000,
+    "ppo": {"envs": 1024, "steps": 6_000_000,
             "config": {"steps_per_env": 24, "epochs": 5, "minibatches": 4,
                        "actor_hidden": [128, 128], "critic_hidden": [128, 128],
                        "init_std": 0.3, "learning_rate": 1e-3}},

@@ -35,6 +35,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
+from deploy.terms import quat_to_matrix
 from robots import Robot
 from sim.actuators import PDActuators
 from sim.vec_env import TaskConfig, VecEnv
@@ -229,10 +230,12 @@ class Go2Locomotion(VecEnv):
         self.push_steps = max(1, round(cfg.randomization.push_interval_s / self.dt))
         self.control_steps = 0
         self._sensors: dict[str, torch.Tensor] | None = None
-        self._metrics: dict[str, torch.Tensor] = {}
+        self._metrics: dict[str, torch.Tensor] | None = {}
+        self._metric_inputs: tuple[torch.Tensor, ...] | None = None
         self.success = torch.zeros(n, dtype=torch.bool)
         self.cos_tilt_limit = math.cos(math.radians(cfg.tilt_limit_deg))
-        self.zero_cmd = torch.zeros(n, 3)
+        self._episode_params = torch.zeros(n, 9 + nj)  # the critic's, per episode
+        self._update_episode_params(torch.arange(n))
 
     # --- the protocol, with the torch work on one thread ------------------------------------
     def step(self, actions: torch.Tensor):
@@ -345,12 +348,20 @@ class Go2Locomotion(VecEnv):
 
     # --- signals ----------------------------------------------------------------------------
     def _read(self) -> dict[str, torch.Tensor]:
-        """Named float32 views of this physics update's sensors (one copy per update)."""
+        """Named float32 views of this physics update's sensors (one copy per update), and
+        what rewards and critic derive from the trunk's orientation, computed once: its
+        rotation matrix `rot` (body to world), `lin_vel_body` (m/s, body frame) and
+        `gravity` (the unit down vector in the body frame)."""
         if self._sensors is None:
             data = self.backend.sensordata.to(torch.float32)
             s = {k: data[:, c] for k, c in self._cols.items()}
             s["joint_pos"] = s["joint_pos"] + self.joint_offset  # what the encoders read
             s["foot_pos"] = s["foot_pos"].reshape(-1, 4, 3)
+            rot = quat_to_matrix(s["orientation"])
+            s["rot"] = rot
+            # R^T v as a (1 x 3)(3 x 3) product per env; R^T (0, 0, -1) is minus R's last row
+            s["lin_vel_body"] = torch.bmm(s["linear_velocity"][:, None, :], rot)[:, 0]
+            s["gravity"] = -rot[:, 2, :]
             self._sensors = s
         return self._sensors
 
@@ -381,26 +392,39 @@ class Go2Locomotion(VecEnv):
 
     def privileged(self) -> torch.Tensor:
         s = self._read()
-        q = s["orientation"]
-        lin_vel = quat_rotate_inverse(q, s["linear_velocity"])
         feet = s["foot_pos"]  # (N, 4, 3)
         points = feet[:, :, None, :2] + self._scan  # (N, 4, 5, 2)
         heights = feet[:, :, None, 2] - self.terrain_height(points)  # foot above each point
-        base_height = s["position"][:, 2] - self.terrain_height(s["position"][:, :2])
-        a = self.actuators
+        base_height = self._base_height(s)
         return torch.cat([
-            lin_vel,
-            s["foot_force"] / (self.nominal_mass * GRAVITY),
-            self.friction[:, None],
-            self.restitution[:, None],
-            self.added_mass[:, None],
-            self.com_offset * 10,
-            (a.strength - 1).float(),
-            (a.kp_scale - 1).float().mean(-1, keepdim=True),
-            (a.kd_scale - 1).float().mean(-1, keepdim=True),
-            a.latency[:, None].float() * 50,
+            s["lin_vel_body"],
+            s["foot_force"] * (1.0 / (self.nominal_mass * GRAVITY)),
+            self._episode_params,
             heights.reshape(self.num_envs, -1),
             base_height[:, None],
+        ], dim=-1)
+
+    def _base_height(self, s: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The trunk's height above the terrain under it (one lookup per physics update)."""
+        if "base_height" not in s:
+            pos = s["position"]
+            s["base_height"] = pos[:, 2] - self.terrain_height(pos[:, :2])
+        return s["base_height"]
+
+    def _update_episode_params(self, ids: torch.Tensor) -> None:
+        """The critic's per-episode parameters of envs `ids`, gathered once per episode:
+        friction, restitution, added mass, CoM offset, motor strengths, mean gain scales,
+        latency."""
+        a = self.actuators
+        self._episode_params[ids] = torch.cat([
+            self.friction[ids, None],
+            self.restitution[ids, None],
+            self.added_mass[ids, None],
+            self.com_offset[ids] * 10,
+            (a.strength[ids] - 1).float(),
+            (a.kp_scale[ids] - 1).float().mean(-1, keepdim=True),
+            (a.kd_scale[ids] - 1).float().mean(-1, keepdim=True),
+            a.latency[ids, None].float() * 50,
         ], dim=-1)
 
     # --- dynamics ---------------------------------------------------------------------------
@@ -417,13 +441,12 @@ class Go2Locomotion(VecEnv):
 
     def rewards_and_terminations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
         s, c, w = self._read(), self.cfg, self.cfg.reward
-        q = s["orientation"]
-        v_world = s["linear_velocity"]
-        v = quat_rotate_inverse(q, v_world)
+        v = s["lin_vel_body"]
         omega = s["angular_velocity"]
-        gravity = quat_rotate_inverse(q, self._down(q))
+        gravity = s["gravity"]
         pos = s["position"]
-        self._update_heading_commands(q)
+        rot = s["rot"]
+        self._set_yaw_rate_commands(torch.atan2(rot[:, 1, 0], rot[:, 0, 0]))
         cmd = self.commands
 
         lin_err_sq = (cmd[:, :2] - v[:, :2]).square().sum(-1)
@@ -432,7 +455,7 @@ class Go2Locomotion(VecEnv):
         joint_acc = (joint_vel - self.last_joint_vel) / self.dt
         self.last_joint_vel.copy_(joint_vel)
         torque = s["joint_effort"]
-        height = pos[:, 2] - self.terrain_height(pos[:, :2])
+        height = self._base_height(s)
 
         contact = s["foot_force"] > c.contact_threshold
         contact_filt = contact | self.last_contact
@@ -476,12 +499,9 @@ class Go2Locomotion(VecEnv):
         self.track_err_sum += lin_err * settled
         self.track_err_count += settled
         xy = pos[:, :2]
-        self._metrics = {
-            "lin_vel_error": lin_err, "ang_vel_error": yaw_err.abs(),
-            "settled": settled.float(), "fell": terminated.float(),
-            "distance": torch.linalg.vector_norm(xy - self.prev_xy, dim=-1),
-            "torque": torque.abs().mean(-1),
-        }
+        # what step_metrics() turns into this step's metrics, only when asked (evaluation)
+        self._metric_inputs = (lin_err, yaw_err, settled, terminated, xy, self.prev_xy, torque)
+        self._metrics = None
         self.prev_xy = xy.clone()
 
         due = (self.episode_length_buf % self.resample_steps) == 0
@@ -489,14 +509,13 @@ class Go2Locomotion(VecEnv):
             self._resample_commands(due.nonzero().flatten())
         return reward, terminated, {}
 
-    def _down(self, q: torch.Tensor) -> torch.Tensor:
-        down = torch.zeros(q.shape[0], 3)
-        down[:, 2] = -1.0
-        return down
-
     def _update_heading_commands(self, q: torch.Tensor) -> None:
+        self._set_yaw_rate_commands(yaw_of(q))
+
+    def _set_yaw_rate_commands(self, yaw: torch.Tensor) -> None:
+        """The yaw-rate command that turns each trunk (at world yaw `yaw`) to its heading."""
         c = self.cfg.commands
-        err = wrap_angle(self.heading - yaw_of(q))
+        err = wrap_angle(self.heading - yaw)
         self.commands[:, 2] = (c.heading_gain * err).clamp(-c.yaw_rate_limit, c.yaw_rate_limit)
 
     def _resample_commands(self, ids: torch.Tensor) -> None:
@@ -512,6 +531,16 @@ class Go2Locomotion(VecEnv):
 
     # --- evaluation ---------------------------------------------------------------------------
     def step_metrics(self) -> dict[str, torch.Tensor]:
+        if self._metrics is None:
+            if self._metric_inputs is None:
+                return {}
+            lin_err, yaw_err, settled, fell, xy, prev_xy, torque = self._metric_inputs
+            self._metrics = {
+                "lin_vel_error": lin_err, "ang_vel_error": yaw_err.abs(),
+                "settled": settled.float(), "fell": fell.float(),
+                "distance": torch.linalg.vector_norm(xy - prev_xy, dim=-1),
+                "torque": torque.abs().mean(-1),
+            }
         return self._metrics
 
     def summarize(self, history: dict[str, torch.Tensor], lengths: torch.Tensor
@@ -624,6 +653,10 @@ class Go2Locomotion(VecEnv):
             dtype)
         self.body_mass[ids, self.trunk] = (self.nominal_mass + self.added_mass[ids]).to(dtype)
         self.body_ipos[ids, self.trunk] = (self.nominal_ipos + self.com_offset[ids]).to(dtype)
+        # the C engine's mass matrix reads constants derived from the masses: without this
+        # the added mass would weigh but not resist acceleration (sim/backend.py)
+        self.backend.set_const(ids)
+        self._update_episode_params(ids)
 
 
 class Go2Flat(Go2Locomotion):

@@ -4,7 +4,8 @@ The ground is sim/terrain.py's grid of tiles (rows: difficulty levels; columns: 
 up and down, rough, stairs up and down, obstacles) as one MuJoCo hfield replacing the MJCF's
 floor plane. Every env owns a level and a column (`TerrainCurriculum`) and starts on its tile's
 centre platform; when an episode ends, an env that walked past half a tile moves one level up,
-one that covered less than half of its commanded distance one level down (Rudin et al. 2021).
+one that covered less than half of the distance its commands asked over the whole episode one
+level down (Rudin et al. 2021).
 The base height reward and the critic's foot scan are measured from the terrain under them.
 """
 
@@ -72,8 +73,15 @@ class Go2Rough(Go2Locomotion):
         return origin
 
     def end_episodes(self, ids: torch.Tensor, stats: dict[str, Any]) -> None:
+        """Promote or demote by the distance walked. The distance asked of an env is what its
+        commands asked so far plus what its current command would have asked over the rest of
+        the episode (Rudin et al. 2021 compare with the command times the whole episode): a
+        robot that falls early is demoted unless it got far."""
         xy = self.backend.qpos[ids, :2].float()
         walked = torch.linalg.vector_norm(xy - self.origin[ids, :2], dim=-1)
-        self.curriculum.update(ids, walked, self.commanded_distance[ids])
+        left_s = (self.max_episode_length - self.episode_length_buf[ids]).clamp(min=0) * self.dt
+        asked = (self.commanded_distance[ids]
+                 + torch.linalg.vector_norm(self.commands[ids, :2], dim=-1) * left_s)
+        self.curriculum.update(ids, walked, asked)
         stats["/curriculum/mean_level"] = self.curriculum.levels.float().mean()
         stats["/curriculum/walked_m"] = walked.mean()

@@ -1,0 +1,85 @@
+"""`simreal calibrate LOG.mcap [LOG ...] --robot NAME --out calib.yaml`: logs to a calibration.
+
+Each log's experiment says what it gives: `go2-air` the joint parameters and the latency
+(JointReplay), `quad-hover` mass, thrust and torque coefficients, motor time constant and
+latency (RotorReplay), and every log with `still` phases the IMU biases. Logs of the same kind
+are fitted together (their residuals stacked). Writes the calibration YAML and, beside it,
+`<out stem>_report/`: report.json and PNG plots (calibration/report.py).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from calibration.apply import randomization_ranges
+from calibration.fit import estimates, fit_replays, imu_biases
+from calibration.logs import ExperimentLog, read_log
+from calibration.params import JOINT_KINDS, QUAD_KINDS
+from calibration.replay import JointReplay, RotorReplay, _Replay
+from calibration.schema import Calibration, CalibrationError, save_calibration
+from robots import Robot
+
+DYNAMIC = {"go2-air": (*JOINT_KINDS, "latency"), "quad-hover": (*QUAD_KINDS, "latency")}
+
+
+def make_replays(logs: list[ExperimentLog], robot: Robot, gyro_bias: np.ndarray | None,
+                 physics_dt: float | None = None) -> list[_Replay]:
+    out: list[_Replay] = []
+    for log in logs:
+        kinds = DYNAMIC.get(log.experiment)
+        if kinds is None:
+            continue
+        if robot.spec.kind == "legged":
+            out.append(JointReplay(log, robot, kinds, physics_dt))
+        else:
+            out.append(RotorReplay(log, robot, kinds, physics_dt, gyro_bias=gyro_bias))
+    return out
+
+
+def calibrate(logs: list[str | Path], robot: Robot, out: str | Path, sigmas: float = 3.0,
+              max_nfev: int = 30, physics_dt: float | None = None, report: bool = True,
+              progress: bool = True) -> Calibration:
+    out = Path(out)
+    if not logs:
+        raise CalibrationError("no logs given")
+    t0 = time.monotonic()
+    read = [read_log(p, robot) for p in logs]
+    params, imu_info = imu_biases(read)
+    gyro = None
+    if "imu.gyro_bias.x" in params:
+        gyro = np.array([params[f"imu.gyro_bias.{a}"].value for a in "xyz"])
+    replays = make_replays(read, robot, gyro, physics_dt)
+    if not replays and not params:
+        raise CalibrationError(f"logs {[str(p) for p in logs]}: experiments "
+                               f"{sorted({lg.experiment for lg in read})} give nothing to fit "
+                               f"(dynamic fits: {', '.join(DYNAMIC)}; IMU: a 'still' phase)")
+    fit: dict[str, Any] = {"logs": [str(p) for p in logs], "imu": imu_info}
+    result = None
+    if replays:
+        result = fit_replays(replays, max_nfev=max_nfev, progress=progress)
+        params.update(estimates(result))
+        fit.update({"rms_before": result.rms_before, "rms_after": result.rms_after,
+                    "noise_sigma": result.sigma, "function_evaluations": result.nfev,
+                    "jacobian_evaluations": result.njev, "optimizer": result.message,
+                    "fit_wall_s": result.wall_s, **result.extra,
+                    "max_correlation": {n: float(c) for n, c in zip(result.names,
+                                                                    result.max_corr,
+                                                                    strict=True)}})
+    fit["wall_s"] = round(time.monotonic() - t0, 1)
+    calib = Calibration(robot=robot.name, base_hash=robot.description_hash,
+                        experiments=sorted({lg.experiment for lg in read}), sigmas=sigmas,
+                        parameters=params, randomization=randomization_ranges(params, sigmas),
+                        fit=fit)
+    save_calibration(calib, out)
+    if report:
+        try:
+            from calibration.report import write_report
+        except ImportError:
+            write_report = None
+        if write_report:
+            write_report(calib, replays, result, out.with_name(out.stem + "_report"))
+    return calib

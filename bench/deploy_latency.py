@@ -16,9 +16,17 @@
   cycle (in-process bus), deadline misses; `loop_cycle_{50,200}hz_*`: that cycle's time as the
   loop paces it (caches cool down between periods, so it costs more than back to back);
   `jitter_50hz_nospin_*`: the same loop with `spin_us: 0` (sleeping alone).
-- `dds_p99_us` (and p50, max): a second process plays the robot over Cyclone DDS on loopback:
-  it publishes a state (JointState + Imu) and times until the node's command arrives; the
-  node runs lock-step (`trigger: state`). `dds_native_*`: the same with Unitree's LowState ->
+- `dds_p99_us` (and p50, max): state-to-command over Cyclone DDS on loopback, between two
+  processes. A second process plays the robot: it builds a state (Imu + JointState), reads
+  the clock (t0), writes both messages, blocks on a wait set for the command, and reads the
+  clock when that wait returns (t1); `dds_*` is t1 - t0. It therefore includes: the robot's
+  serialization and two writes; loopback delivery to the node's Cyclone receive thread; that
+  thread waking the node's loop (`trigger: state`: the node blocks on the JointState wait set,
+  lock-step, no timer); the node's cycle (take and decode every subscription, observation,
+  inference, safety, encode, write of the Float64MultiArray command, reliable QoS); delivery
+  to the robot's receive thread and its wait set waking the robot's thread. It excludes the
+  robot decoding the command. The robot pauses 5 ms between exchanges (both processes sleep
+  in between, as at a robot's rate). `dds_native_*`: the same with Unitree's LowState ->
   LowCmd (CRC included). `*_node_cycle_*`: the node's own time per cycle (take, decode,
   compute, encode, write).
 - `loadavg_start` / `loadavg_end`: the 1-minute load average around the run (figures are only
@@ -176,6 +184,7 @@ def robot_process(args: argparse.Namespace) -> None:
     key = side.command_topics[0].key
     sub = bus.subscription(side.command_topics[0].default, side.command_topics[0].type,
                            side.command_topics[0].qos)
+    bus.tune_wakeups()  # as the node's transport does (deploy/app.py)
     sig = standing(robot)
     lat, lost = [], 0
     deadline = time.monotonic() + 120.0

@@ -126,9 +126,13 @@ def run(algo: str, args: argparse.Namespace, tmp: Path) -> dict:
     finally:
         env_timer.unwrap()
         update_timer.unwrap()
+    wall = summary["wall_s"]
+    final = summary["metrics"]  # the run's own evaluation at the end of its budget
+    evals.append({"iteration": summary["iterations"], "env_steps": summary["env_steps"],
+                  "wall_s": round(wall, 1), "final": True,
+                  **{k: round(final[k], 4) for k in ("lin_vel_error", "fall_rate")}})
     reached = [e for e in evals
                if e["lin_vel_error"] < LIN_VEL_ERROR and e["fall_rate"] < FALL_RATE]
-    wall = summary["wall_s"]
     return {
         "algo": algo, "seed": args.seed, "envs": envs,
         "config": config, "reached": bool(reached),

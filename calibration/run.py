@@ -27,12 +27,21 @@ DYNAMIC = {"go2-air": (*JOINT_KINDS, "latency"), "quad-hover": (*QUAD_KINDS, "la
 
 
 def make_replays(logs: list[ExperimentLog], robot: Robot, gyro_bias: np.ndarray | None,
-                 physics_dt: float | None = None) -> list[_Replay]:
+                 physics_dt: float | None = None, only: tuple[str, ...] | None = None
+                 ) -> list[_Replay]:
     out: list[_Replay] = []
     for log in logs:
         kinds = DYNAMIC.get(log.experiment)
         if kinds is None:
             continue
+        if only is not None:
+            unknown = sorted(set(only) - set(kinds) - {"gyro_bias", "accel_bias"})
+            if unknown:
+                raise CalibrationError(f"parameter kinds {unknown} are not fitted from "
+                                       f"{log.experiment} (it gives: {', '.join(kinds)})")
+            kinds = tuple(k for k in kinds if k in only)
+            if not kinds:
+                continue
         if robot.spec.kind == "legged":
             out.append(JointReplay(log, robot, kinds, physics_dt))
         else:
@@ -42,7 +51,9 @@ def make_replays(logs: list[ExperimentLog], robot: Robot, gyro_bias: np.ndarray 
 
 def calibrate(logs: list[str | Path], robot: Robot, out: str | Path, sigmas: float = 3.0,
               max_nfev: int = 30, physics_dt: float | None = None, report: bool = True,
-              progress: bool = True) -> Calibration:
+              progress: bool = True, kinds: tuple[str, ...] | None = None) -> Calibration:
+    """Fit `logs`; write `out` (and its report). `kinds`: only those dynamic parameter kinds
+    (the others keep the description's values); the IMU biases are always estimated."""
     out = Path(out)
     if not logs:
         raise CalibrationError("no logs given")
@@ -52,7 +63,7 @@ def calibrate(logs: list[str | Path], robot: Robot, out: str | Path, sigmas: flo
     gyro = None
     if "imu.gyro_bias.x" in params:
         gyro = np.array([params[f"imu.gyro_bias.{a}"].value for a in "xyz"])
-    replays = make_replays(read, robot, gyro, physics_dt)
+    replays = make_replays(read, robot, gyro, physics_dt, kinds)
     if not replays and not params:
         raise CalibrationError(f"logs {[str(p) for p in logs]}: experiments "
                                f"{sorted({lg.experiment for lg in read})} give nothing to fit "

@@ -42,14 +42,16 @@ BIAS = {"legged": {"angular_velocity": [0.012, -0.02, 0.006],
         "quadrotor": {"angular_velocity": [0.015, -0.01, 0.02]}}
 
 
-def hidden_calibration(robot: Robot, seed: int = 0) -> Calibration:
-    """Perturbed parameters for the simulated robot (the truth a fit should find)."""
+def hidden_calibration(robot: Robot, seed: int = 0, kinds: tuple[str, ...] | None = None
+                       ) -> Calibration:
+    """Perturbed parameters for the simulated robot (the truth a fit should find); `kinds`
+    limits them to those parameter kinds (the others keep the description's values)."""
     from calibration.params import ParamSet
     from sim.backend import compile_model
 
     rng = np.random.default_rng(seed)
     kind = robot.spec.kind
-    pset = ParamSet(robot, compile_model(robot.mjcf_path))
+    pset = ParamSet(robot, compile_model(robot.mjcf_path), kinds)
     params: dict[str, Estimate] = {}
     for p in pset.params:
         if p.kind == "latency":
@@ -99,8 +101,10 @@ def compare(hidden: dict[str, float], calib: Calibration) -> dict[str, dict[str,
 
 def validate(robot: Robot, experiment: str, scale: float = 1.0, seed: int = 0,
              workdir: str | Path | None = None, dds: bool = False, domain_id: int = 0,
-             max_nfev: int = 30, progress: bool = False) -> dict[str, Any]:
-    """Record `experiment` against the perturbed, noisy simulated robot, calibrate, compare."""
+             max_nfev: int = 30, progress: bool = False,
+             kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """Record `experiment` against the perturbed, noisy simulated robot, calibrate, compare.
+    `kinds`: perturb and fit only those parameter kinds (default: all of the experiment's)."""
     from calibration.apply import calibrated_robot_dir, hidden_sim_config, split_latency
     from calibration.experiments import make_experiment
     from calibration.record import record, record_in_process, write_log
@@ -109,7 +113,7 @@ def validate(robot: Robot, experiment: str, scale: float = 1.0, seed: int = 0,
 
     work = Path(workdir or tempfile.mkdtemp(prefix="simreal-validate-"))
     work.mkdir(parents=True, exist_ok=True)
-    hidden = hidden_calibration(robot, seed)
+    hidden = hidden_calibration(robot, seed, kinds)
     faults = sensor_faults(robot, seed)
     log_path = work / f"{experiment}.mcap"
     if dds:
@@ -126,7 +130,7 @@ def validate(robot: Robot, experiment: str, scale: float = 1.0, seed: int = 0,
                                               sim=hidden_sim_config(robot, hidden),
                                               command_delay_s=delay))
     calib = calibrate([log_path], robot, work / "calib.yaml", max_nfev=max_nfev,
-                      progress=progress)
+                      progress=progress, kinds=kinds)
     truth = {n: e.value for n, e in hidden.parameters.items()} | hidden_biases(robot)
     result = compare(truth, calib)
     rel = [v["relative_error"] for v in result.values() if v["relative_error"] is not None]
@@ -146,10 +150,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="work directory (default: a temporary one)")
     p.add_argument("--dds", action="store_true", help="record over DDS (HIL robot process)")
+    p.add_argument("--kinds", help="comma-separated parameter kinds to perturb and fit "
+                                   "(default: all; calibration/params.py)")
+    p.add_argument("--max-nfev", type=int, default=30)
     args = p.parse_args(argv)
     robot = get_robot(args.robot)
     exp = args.experiment or ("go2-air" if robot.spec.kind == "legged" else "quad-hover")
-    result = validate(robot, exp, args.scale, args.seed, args.out, args.dds, progress=True)
+    kinds = tuple(args.kinds.split(",")) if args.kinds else None
+    result = validate(robot, exp, args.scale, args.seed, args.out, args.dds,
+                      max_nfev=args.max_nfev, progress=True, kinds=kinds)
     print(json.dumps(result))
     return 0
 

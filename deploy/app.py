@@ -99,6 +99,9 @@ def run(node: DeployNode, max_cycles: int | None = None,
         node.cycle(k)
         return not stop.is_set()
 
+    tuned = node.transport.tune_wakeups()
+    if tuned:
+        log.info("transport threads with a short scheduler slice: %s", ", ".join(tuned))
     try:
         if cfg.trigger == "state":
             primary = node.subs[node.state_keys[0]]

@@ -8,6 +8,10 @@ Network safety: Cyclone's default is multicast discovery on the first external i
 `Transport` refuses to start unless CYCLONEDDS_URI is set, or `network=True` is passed
 explicitly; `use_loopback()` sets the loopback-only configuration (interface `lo`, multicast
 off, unicast peer 127.0.0.1) that tests, benches and `simreal hil` use.
+
+Latency: a sample reaches a waiting loop through Cyclone's receive thread (it delivers
+synchronously, then signals the wait set); `Transport.tune_wakeups()`, which `deploy.app.run`
+calls, gives that thread the loop's short scheduler slice (deploy/loop.py).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from cyclonedds.sub import DataReader, InvalidSample
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
+from deploy.loop import process_threads, slice_threads
 from deploy.messages import ros_topic
 from deploy.transport import QoS, TransportBase
 
@@ -108,6 +113,17 @@ class Transport(TransportBase):
     def subscription(self, topic: str, msg_type: type, qos: QoS = QoS.SENSOR) -> _Subscription:
         reader = self.reader(topic, msg_type, COMMAND_QOS if qos == QoS.COMMAND else SENSOR_QOS)
         return _Subscription(self.participant, reader)
+
+    def tune_wakeups(self) -> list[str]:
+        """The short scheduler slice for Cyclone's receive threads (`recv*`, and `dq.user` where
+        it delivers through a queue): a sample's path to a waiting loop is socket -> receive
+        thread -> wait set -> loop thread, two wake-ups; under EEVDF a waking thread with the
+        default slice (0.7 ms x (1 + log2 CPUs)) waits on a busy CPU for the running thread's
+        slice to end. Call it once readers and writers exist (Cyclone starts threads lazily)."""
+        threads = {tid: name for tid, name in process_threads().items()
+                   if name.startswith("recv") or name == "dq.user"}
+        done = slice_threads(list(threads))
+        return sorted(threads[t] for t in done)
 
     @staticmethod
     def latest(reader: DataReader, n: int = 16) -> Any | None:

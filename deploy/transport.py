@@ -55,6 +55,11 @@ class TransportBase(ABC):
     def close(self) -> None:  # noqa: B027  (optional for implementations)
         """Release the transport's resources."""
 
+    def tune_wakeups(self) -> list[str]:
+        """Make the transport's own threads, which wake first when a message arrives, wake
+        the loop sooner (deploy/loop.py `slice_threads`); returns what was tuned."""
+        return []
+
 
 # --- in-process ---------------------------------------------------------------------------------
 class _LocalSubscription:

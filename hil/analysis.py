@@ -113,9 +113,10 @@ def account(data: RunData, in_flight_s: float = 0.0) -> dict[str, dict[str, Any]
     reordered on purpose. So a message a receiver never got was sent while it was connected
     only if it was sent after the receiver's first receipt and before the newest message the
     receiver did get (anything later was still on its way when the receiver stopped, or while
-    it was down); a reordered one, before the receiver's last receipt less `in_flight_s` (the
-    link's longest hold). Such a message is superseded if a take between its sending and the
-    take of the next message the receiver got emptied a full keep-last history, else lost."""
+    it was down); a reordered one (or any, where identical messages make "the newest" unknown),
+    before the receiver's last receipt less `in_flight_s` (the link's longest hold). Such a
+    message is superseded if the take of the next message the receiver got (sent after it)
+    emptied a full keep-last history, else lost."""
     sends: dict[tuple[str, int], list[Msg]] = defaultdict(list)
     for msg in data.msgs:
         sends[(msg.topic, msg.key)].append(msg)
@@ -149,7 +150,7 @@ def account(data: RunData, in_flight_s: float = 0.0) -> dict[str, dict[str, Any]
         # motors-off command): which copy a receipt belongs to cannot be told, so receipts go
         # to the copies sent while a receiver was connected, in order
         group.sort(key=lambda x: x.t_sent)
-        _mark(group, marks["link_drop"].get((topic, key), []), "dropped")
+        _mark(group, marks["link_drop"].get((topic, key), []), "dropped", latest=True)
         rest = [x for x in group if not x.fate]
         got = sorted(receipts.get((topic, key), []))
         n = min(len(got), len(rest))
@@ -159,39 +160,49 @@ def account(data: RunData, in_flight_s: float = 0.0) -> dict[str, dict[str, Any]
         for msg, (t_ns, src) in zip(chosen, got, strict=False):
             msg.fate, msg.t_recv, msg.receiver = "received", t_ns, src
         # after the receipts: a duplicate's second copy may be the one left in the link
-        _mark(group, marks["link_pending"].get((topic, key), []), "in_link")
-    # 2. per receiver, what it got in send order: (send time, receipt time)
+        _mark(group, marks["link_pending"].get((topic, key), []), "in_link", latest=True)
+    # 2. per receiver, what it got in send order: (send time, receipt time), and the end of its
+    # window: the newest message it got; which copy of identical messages a receipt belongs to
+    # is not known, so with those, at least its last receipt less the link's longest hold
     got_by: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    slack = int(in_flight_s * 1e9)
+    ends: dict[tuple[str, str], int] = {}
     for msg in data.msgs:
         if msg.fate == "received" and msg.receiver is not None and msg.t_recv is not None:
-            got_by[(msg.topic, msg.receiver)].append((msg.t_sent, msg.t_recv))
+            rx = (msg.topic, msg.receiver)
+            got_by[rx].append((msg.t_sent, msg.t_recv))
+            if len(sends[(msg.topic, msg.key)]) > 1:
+                end = windows[msg.topic][msg.receiver][1] - slack
+            else:
+                end = msg.t_sent
+            ends[rx] = max(ends.get(rx, end), end)
     for rows in got_by.values():
         rows.sort()
-    slack = int(in_flight_s * 1e9)
     depths: dict[str, int] = {}
 
     def connected(msg: Msg, src: str, a: int, b: int) -> bool:
-        rows = got_by.get((msg.topic, src))
-        if not rows or msg.t_sent < a:
+        if msg.t_sent < a or (msg.topic, src) not in ends:
             return False
         if (msg.topic, msg.key) in marks["link_reorder"]:
             return msg.t_sent <= b - slack
-        return msg.t_sent < rows[-1][0]
+        return msg.t_sent < ends[(msg.topic, src)]
 
     def evicted(msg: Msg, src: str) -> bool:
-        """A take of `src` between the message's sending and the take of the next message it
-        got (sent after it, or after its hold for a reordered one) was full."""
+        """Readers take in order, so a message sent after this one was taken in the first take
+        that could have held it: that take (or, for a reordered one, any take up to it) found a
+        full keep-last history."""
         rows = got_by[(msg.topic, src)]
-        after = msg.t_sent + (slack if (msg.topic, msg.key) in marks["link_reorder"] else 0)
-        i = bisect.bisect_right(rows, (after, 2**63))
-        bound = rows[i][1] if i < len(rows) else windows[msg.topic][src][1]
+        reordered = (msg.topic, msg.key) in marks["link_reorder"]
+        i = bisect.bisect_right(rows, (msg.t_sent + (slack if reordered else 0), 2**63))
+        if i == len(rows):
+            return False
+        bound = rows[i][1]
         takes = batches[(msg.topic, src)]
         if msg.topic not in depths:
             depths[msg.topic] = depth_of(data, msg.topic)
-        depth = depths[msg.topic]
-        j = bisect.bisect_right(takes, (msg.t_sent, 2**63))
+        j = bisect.bisect_left(takes, (bound if not reordered else msg.t_sent + 1, 0))
         while j < len(takes) and takes[j][0] <= bound:
-            if takes[j][1] >= depth:
+            if takes[j][1] >= depths[msg.topic]:
                 return True
             j += 1
         return False
@@ -230,10 +241,12 @@ def account(data: RunData, in_flight_s: float = 0.0) -> dict[str, dict[str, Any]
     return counts
 
 
-def _mark(group: list[Msg], times: list[int], fate: str) -> None:
-    """Each mark (made at `times`) to the earliest copy sent before it with no fate yet."""
+def _mark(group: list[Msg], times: list[int], fate: str, latest: bool = False) -> None:
+    """Each mark (made at `times`) to the earliest (or latest) copy sent before it with no fate
+    yet; `group` in send order."""
     for t_mark in sorted(times):
-        victim = next((x for x in group if not x.fate and x.t_sent <= t_mark), None)
+        copies = [x for x in group if not x.fate and x.t_sent <= t_mark]
+        victim = (copies[-1] if latest else copies[0]) if copies else None
         if victim is not None:
             victim.fate = fate
 

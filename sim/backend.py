@@ -32,7 +32,32 @@ def compile_model(mjcf_path: str | Path) -> mujoco.MjModel:
         raise BackendError(f"{mjcf_path}: MuJoCo cannot compile it: {exc}") from None
 
 
-class MujocoBackend:
+class ModelLookup:
+    """Names to indices in `self.model` (an MjModel), for every backend."""
+
+    model: mujoco.MjModel
+    sensordata: torch.Tensor
+
+    def sensor_slice(self, name: str) -> slice:
+        """Where one named sensor's readings lie in a sensordata row."""
+        sid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SENSOR, name)
+        if sid < 0:
+            raise BackendError(f"model has no sensor {name!r}")
+        adr, dim = int(self.model.sensor_adr[sid]), int(self.model.sensor_dim[sid])
+        return slice(adr, adr + dim)
+
+    def sensor(self, name: str) -> torch.Tensor:
+        """A (num_envs, dim) view of one named sensor's readings."""
+        return self.sensordata[:, self.sensor_slice(name)]
+
+    def body_id(self, name: str) -> int:
+        bid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, name)
+        if bid < 0:
+            raise BackendError(f"model has no body {name!r}")
+        return bid
+
+
+class MujocoBackend(ModelLookup):
     name = "mujoco"
 
     def __init__(self, mjcf_path: str | Path, num_envs: int, nthread: int | None = None,
@@ -60,24 +85,6 @@ class MujocoBackend:
     def model_field(self, field: str) -> torch.Tensor:
         """A per-simulation (num_envs, ...) view of an MjModel field, e.g. body_mass."""
         return torch.from_numpy(self.batch.expand(field))
-
-    def sensor_slice(self, name: str) -> slice:
-        """Where one named sensor's readings lie in a sensordata row."""
-        sid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SENSOR, name)
-        if sid < 0:
-            raise BackendError(f"model has no sensor {name!r}")
-        adr, dim = int(self.model.sensor_adr[sid]), int(self.model.sensor_dim[sid])
-        return slice(adr, adr + dim)
-
-    def sensor(self, name: str) -> torch.Tensor:
-        """A (num_envs, dim) view of one named sensor's readings."""
-        return self.sensordata[:, self.sensor_slice(name)]
-
-    def body_id(self, name: str) -> int:
-        bid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, name)
-        if bid < 0:
-            raise BackendError(f"model has no body {name!r}")
-        return bid
 
     def step(self, nstep: int) -> None:
         """Advance every simulation by nstep physics steps.

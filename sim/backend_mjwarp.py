@@ -55,7 +55,7 @@ from typing import Any
 import mujoco
 import torch
 
-from sim.backend import BackendError, compile_model
+from sim.backend import BackendError, ModelLookup, compile_model
 
 
 def load_warp() -> tuple[Any, Any]:
@@ -108,7 +108,7 @@ def batchable_fields() -> set[str]:
     return out
 
 
-class MjWarpBackend:
+class MjWarpBackend(ModelLookup):
     name = "mjwarp"
 
     def __init__(self, mjcf_path: str | Path, num_envs: int,
@@ -187,22 +187,6 @@ class MjWarpBackend:
         view = wp.to_torch(shared)
         self._fields[field] = view
         return view
-
-    def sensor_slice(self, name: str) -> slice:
-        sid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SENSOR, name)
-        if sid < 0:
-            raise BackendError(f"model has no sensor {name!r}")
-        adr, dim = int(self.model.sensor_adr[sid]), int(self.model.sensor_dim[sid])
-        return slice(adr, adr + dim)
-
-    def sensor(self, name: str) -> torch.Tensor:
-        return self.sensordata[:, self.sensor_slice(name)]
-
-    def body_id(self, name: str) -> int:
-        bid = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, name)
-        if bid < 0:
-            raise BackendError(f"model has no body {name!r}")
-        return bid
 
     def step(self, nstep: int) -> None:
         """Advance every world by nstep physics steps; sensors as mj_step leaves them

@@ -138,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="randomization half-width in standard deviations of the fit")
     c.add_argument("--max-nfev", type=_positive, default=30,
                    help="least-squares function evaluations (first pass)")
+    c.add_argument("--kinds", help="comma-separated parameter kinds to fit (default: all the "
+                                   "experiments give; e.g. strength,torque_limit,latency)")
     return p
 
 
@@ -217,7 +219,9 @@ def _calibration(args: argparse.Namespace) -> int:
         else:
             from calibration.run import calibrate
 
-            calib = calibrate(args.logs, robot, args.out, args.sigmas, args.max_nfev)
+            kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else None
+            calib = calibrate(args.logs, robot, args.out, args.sigmas, args.max_nfev,
+                              kinds=kinds)
             result = {"out": args.out, "parameters": len(calib.parameters),
                       "rms_before": calib.fit.get("rms_before"),
                       "rms_after": calib.fit.get("rms_after"),

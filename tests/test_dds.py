@@ -70,3 +70,18 @@ def test_two_processes_meet_on_loopback():
     assert len(got) >= 5 and got[0].name == ["a"]
     positions = [s.position[0] for s in got]
     assert positions == sorted(positions)
+
+
+def test_tune_wakeups_gives_cyclones_receive_thread_the_short_slice():
+    from deploy import loop
+
+    if sys.platform != "linux" or loop._get_attr(0) is None:
+        pytest.skip("Linux sched_getattr only")
+    bus = dds.Transport(domain_id=37)
+    bus.subscription("/tune_probe", m.Bool)
+    bus.publisher("/tune_probe", m.Bool)
+    tuned = bus.tune_wakeups()
+    assert "recv" in tuned
+    recv = [tid for tid, name in loop.process_threads().items() if name == "recv"]
+    assert recv and all(loop._get_attr(tid).runtime == loop.WAKEUP_SLICE_US * 1000
+                        for tid in recv)

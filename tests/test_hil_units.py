@@ -215,8 +215,16 @@ def test_delay_keeps_order_and_reorder_and_duplicates_do_not():
     out = _send(link, 40, clock, gap=0.001)  # a message every ms, jitter 8 ms
     assert out[:1] == [] or out[0] == 0
     assert len(out) < 40  # the last ones are still on their way
+    held = link.command.schedule("/c", ("/c", m.Bool(True)), m.Bool(True), None)
+    # at a stop, what the link holds is reported, commands included (one link_pending each)
+    events: list = []
+    link.state.report = link.command.report = lambda kind, **f: events.append((kind, f))
+    assert link.report_pending() == 40 - len(out) + held == len(events)
+    assert {k for k, _ in events} == {"link_pending"}
+    assert [f["direction"] for _, f in events].count("command") == held == 1
     _drain(link, clock, 0.05)
     assert out == list(range(40))  # jitter, but no reordering
+    assert link.report_pending() == 1  # only the command: nobody took it
     clock = _Clock()
     plan = _plan({"kind": "reorder", "probability": 0.3, "hold_s": 0.005},
                  {"kind": "duplicate", "probability": 0.2}, seed=1)
@@ -402,6 +410,45 @@ def test_accounting_balances_every_topic(tmp_path):
     assert (stop_c["sent"], stop_c["received"], stop_c["unconnected"], stop_c["lost"]) == \
         (4, 3, 1, 0)
     assert isinstance(data, RunData)
+
+
+def _odoms(n: int) -> list:
+    return [codecs.odometry(np.zeros(3), np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3),
+                            float(i)) for i in range(n)]
+
+
+def test_accounting_under_link_delay_and_at_the_stop(tmp_path):
+    """With a delayed link a message is superseded in a take after the one that follows its
+    sending; one on its way when the receiver stopped is unconnected even if sent before its
+    last receipt; what the link still held at the robot's stop is in_link; a message that
+    vanished with no full take after it is still lost."""
+    ms = 1_000_000
+    robot = RecordWriter(tmp_path / "robot-0.rec", "robot-0")
+    node = RecordWriter(tmp_path / "node-0.rec", "node-0")
+    robot.topic("/odom", m.Odometry, "sensor")  # depth 5
+    states = _odoms(30)
+    for i, s in enumerate(states):  # every 10 ms, 20 ms of link delay
+        robot.sent("/odom", s, s.serialize(), t_ns=10 * ms * i)
+    # takes every 20 ms after a 20 ms delay: state i arrives at 10 i + 20 ms
+    for i in range(0, 10):  # 0..9 taken, two a take
+        node.received("/odom", states[i], t_ns=(10 * (i | 1) + 21) * ms)
+    # the node stalls: states 10..16 arrive before its take at 190 ms; history 5: 12..16 taken
+    # (10 and 11 superseded; the take right after 10's sending, at 111 ms, took 8 and 9)
+    for i in range(12, 17):
+        node.received("/odom", states[i], t_ns=190 * ms)
+    # 17 vanishes: later takes hold two each, none full
+    for i in range(18, 24):
+        node.received("/odom", states[i], t_ns=(10 * (i | 1) + 21) * ms)
+    # the node stops after its take at 251 ms (22, 23): 24 and 25 were sent before it, on
+    # their way; 26..29 after; 28 and 29 were still in the robot's link at its stop
+    for i in (28, 29):
+        robot.event("link_pending", source="robot", topic="/odom",
+                    key=identity(states[i]), direction="state")
+    robot.close()
+    node.close()
+    counts = account(load(tmp_path, 0), in_flight_s=0.035)["/odom"]
+    assert (counts["sent"], counts["received"], counts["superseded"], counts["lost"],
+            counts["unconnected"], counts["in_link"]) == (30, 21, 2, 1, 4, 2)
 
 
 def test_robot_server_publishes_obeys_and_shifts_its_clock(go2):

@@ -143,3 +143,36 @@ def test_real_clock_loop_runs_its_cycles_with_the_default_sleep():
     stats = run_loop(lambda k: True, 200.0, max_cycles=5, spin_s=100e-6)
     assert stats.cycles == 5 and len(stats.jitter.samples) == 5
     assert min(stats.jitter.samples) >= 0.0
+
+
+def test_slice_threads_gives_another_thread_the_short_slice():
+    import sys
+    import threading
+
+    import pytest
+
+    from deploy import loop
+
+    if sys.platform != "linux" or loop._get_attr(0) is None:
+        pytest.skip("Linux sched_getattr only")
+    ready, release = threading.Event(), threading.Event()
+    tid: list[int] = []
+
+    def worker() -> None:
+        tid.append(threading.get_native_id())
+        ready.set()
+        release.wait(5.0)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        assert ready.wait(5.0)
+        assert loop.process_threads()[tid[0]]  # listed by id, with a name
+        before = loop._get_attr(tid[0]).runtime
+        assert loop.slice_threads([tid[0]], 250.0) == tid
+        assert loop._get_attr(tid[0]).runtime == 250_000 != before
+        assert loop._get_attr(0).runtime != 250_000  # the caller's own slice is untouched
+        assert loop.slice_threads([2**31 - 7]) == []  # no such thread: skipped, no error
+    finally:
+        release.set()
+        t.join(5.0)

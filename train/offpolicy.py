@@ -38,6 +38,7 @@ from train import distributed
 from train.checkpoint import save_atomic
 from train.modules import EmpiricalNormalization
 from train.offpolicy_modules import CriticEnsemble, ExportActor, project_distribution
+from train.progress import end_iteration
 from train.replay import NStepWindow, ReplayBuffer
 
 Callback = Callable[["OffPolicyRunner", dict[str, float]], bool]
@@ -356,23 +357,10 @@ class OffPolicyRunner:
                                     / cfg.steps_per_iteration)
             for key, value in episode_log.means().items():
                 stats[key.lstrip("/")] = value
-            self._log(stats)
-            bar.update(steps)
-            bar.set_postfix({"steps/s": f"{stats['steps_per_s']:.0f}",
-                             "reward": f"{stats['mean_reward']:.3f}",
-                             "success": f"{stats.get('episode/success_rate', 0.0):.2f}"})
-            if self.run_dir is not None and self.iteration % self.checkpoint_every == 0:
-                self.save()
-            if callback is not None and distributed.any_rank(bool(callback(self, stats))):
+            if end_iteration(self, bar, stats, steps, callback):
                 break
         bar.close()
         if self.run_dir is not None:
             self.save()
         return stats
 
-    def _log(self, stats: dict[str, float]) -> None:
-        if self.writer is None:
-            return
-        for key, value in stats.items():
-            self.writer.add_scalar(key, value, self.env_steps)
-        self.writer.flush()

@@ -93,6 +93,14 @@ def _now_us() -> int:
     return time.monotonic_ns() // 1000
 
 
+def _last_finite(held: np.ndarray | None, pose: np.ndarray) -> np.ndarray:
+    """`pose` where finite, else the last finite value held for that joint (else 0): a damping
+    command must never carry NaN, which a driver's PD would turn into NaN torque even at kp 0
+    (0 * NaN is NaN) during a burst of corrupted sensor data."""
+    base = np.zeros_like(pose, dtype=np.float64) if held is None else held
+    return np.where(np.isfinite(pose), pose, base)
+
+
 # --- joint robots -----------------------------------------------------------------------------
 class JointGeneric(RobotInterface):
     name = "generic"
@@ -107,10 +115,13 @@ class JointGeneric(RobotInterface):
         super().__init__(robot)
         self.joint_names = [j.name for j in robot.spec.joints]
         self.order = codecs.JointOrder(self.joint_names)
+        self._held: np.ndarray | None = None  # the last finite measured pose (damping)
 
     def decode(self, key: str, msg: Any) -> Signals:
         if key == "joint_states":
-            return codecs.joint_state_signals(msg, self.order)
+            signals = codecs.joint_state_signals(msg, self.order)
+            self._held = _last_finite(self._held, signals["joint_pos"])
+            return signals
         return codecs.imu_signals(msg)
 
     def encode(self, command: np.ndarray, mode: Mode, signals: Signals) -> list[tuple[str, Any]]:
@@ -120,7 +131,7 @@ class JointGeneric(RobotInterface):
         return signals["joint_pos"]
 
     def damping(self, signals: Signals) -> np.ndarray:
-        return signals["joint_pos"].copy()
+        return _last_finite(self._held, signals["joint_pos"])
 
     def state_messages(self, signals: Mapping[str, np.ndarray], t: float | None = None
                        ) -> list[tuple[str, Any]]:
@@ -150,15 +161,18 @@ class Go2Native(RobotInterface):
         self.damping_kd = np.full(len(self.index), float(damping_kd))
         self.crc_errors = 0
         self._tick = 0
+        self._held: np.ndarray | None = None  # the last finite measured pose (damping)
 
     def decode(self, key: str, msg: Any) -> Signals:
         if not unitree.crc_ok(msg):
             self.crc_errors += 1  # counted, not fatal: DDS checks integrity on the wire
-        return unitree.state_signals(msg, self.index)
+        signals = unitree.state_signals(msg, self.index)
+        self._held = _last_finite(self._held, signals["joint_pos"])
+        return signals
 
     def encode(self, command: np.ndarray, mode: Mode, signals: Signals) -> list[tuple[str, Any]]:
         if mode in (Mode.DAMP, Mode.ESTOP):
-            msg = unitree.low_cmd(self.index, signals["joint_pos"], np.zeros_like(self.kp),
+            msg = unitree.low_cmd(self.index, self.damping(signals), np.zeros_like(self.kp),
                                   self.damping_kd)
         else:
             msg = unitree.low_cmd(self.index, command, self.kp, self.kd)
@@ -168,7 +182,7 @@ class Go2Native(RobotInterface):
         return signals["joint_pos"]
 
     def damping(self, signals: Signals) -> np.ndarray:
-        return signals["joint_pos"].copy()
+        return _last_finite(self._held, signals["joint_pos"])
 
     def state_messages(self, signals: Mapping[str, np.ndarray], t: float | None = None
                        ) -> list[tuple[str, Any]]:

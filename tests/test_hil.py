@@ -204,11 +204,6 @@ def test_nan_burst_on_the_go2_native_interface(go2, go2_stand, tmp_path):
     modes = [e["new"] for e in report["safety_events"] if e["event"] == "mode"]
     assert modes == ["run", "damp", "soft_start", "run"], modes
     limits = _check(report, "limits")
-    if not limits["passed"] and all("non-finite joint targets" in p
-                                    for p in limits["problems"] if p != "..."):
-        pytest.xfail("known deploy bug: Go2Native.encode builds its DAMP LowCmd from the "
-                     "measured joint angles, NaN during the burst (q = NaN with kp 0; "
-                     "0 * NaN is NaN in a driver's PD)")
     assert limits["passed"] is True, limits["problems"]
 
 

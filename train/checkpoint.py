@@ -29,6 +29,15 @@ def save_atomic(obj: Any, path: Path) -> None:
         raise
 
 
+def save_checkpoint(state: dict[str, Any], run_dir: Path, iteration: int) -> Path:
+    """`state` as RUN_DIR/checkpoints/model_<iteration>.pt and as latest.pt (what --resume
+    reads), each written atomically; the numbered file's path."""
+    path = run_dir / "checkpoints" / f"model_{iteration:06d}.pt"
+    save_atomic(state, path)
+    save_atomic(state, run_dir / "checkpoints" / "latest.pt")
+    return path
+
+
 def write_text_atomic(text: str, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")

@@ -35,7 +35,7 @@ from torch import nn
 from tqdm import tqdm
 
 from train import distributed
-from train.checkpoint import save_atomic
+from train.checkpoint import save_checkpoint
 from train.modules import EmpiricalNormalization
 from train.offpolicy_modules import CriticEnsemble, ExportActor, project_distribution
 from train.progress import end_iteration
@@ -263,11 +263,7 @@ class OffPolicyRunner:
 
     def save(self) -> Path:
         assert self.run_dir is not None
-        state = self.state_dict()
-        path = self.run_dir / "checkpoints" / f"model_{self.iteration:06d}.pt"
-        save_atomic(state, path)
-        save_atomic(state, self.run_dir / "checkpoints" / "latest.pt")
-        return path
+        return save_checkpoint(self.state_dict(), self.run_dir, self.iteration)
 
     def exportable_actor(self) -> torch.nn.Module:
         return self.agent.exportable_actor()

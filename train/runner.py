@@ -12,7 +12,7 @@ import torch
 from tqdm import tqdm
 
 from train import distributed
-from train.checkpoint import save_atomic
+from train.checkpoint import save_checkpoint
 from train.modules import ActorCritic, DeterministicActor
 from train.ppo import PPO, PPOConfig
 from train.progress import end_iteration
@@ -73,11 +73,7 @@ class OnPolicyRunner:
 
     def save(self) -> Path:
         assert self.run_dir is not None
-        state = self.state_dict()
-        path = self.run_dir / "checkpoints" / f"model_{self.iteration:06d}.pt"
-        save_atomic(state, path)
-        save_atomic(state, self.run_dir / "checkpoints" / "latest.pt")
-        return path
+        return save_checkpoint(self.state_dict(), self.run_dir, self.iteration)
 
     def exportable_actor(self) -> torch.nn.Module:
         """A CPU copy (training may run on a GPU; export and deploy run on the CPU)."""

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from deploy.loop import run_loop, run_triggered, set_realtime
+from deploy.loop import cpu_latency_request, run_loop, run_triggered, set_realtime
 from deploy.node import DeployError, DeployNode, NodeConfig
 from deploy.policy import OnnxPolicy
 from deploy.runner import PolicyRunner
@@ -102,14 +102,16 @@ def run(node: DeployNode, max_cycles: int | None = None,
     tuned = node.transport.tune_wakeups()
     if tuned:
         log.info("transport threads with a short scheduler slice: %s", ", ".join(tuned))
-    try:
-        if cfg.trigger == "state":
-            primary = node.subs[node.state_keys[0]]
-            stats = run_triggered(cycle, primary.wait, 1.0 / node.rate_hz, max_cycles)
-        else:
-            stats = run_loop(cycle, node.rate_hz, max_cycles, spin_s=cfg.spin_us * 1e-6)
-    finally:
-        node.shutdown()
+    with cpu_latency_request(cfg.cpu_dma_latency_us) as pm_warnings:
+        warnings += pm_warnings
+        try:
+            if cfg.trigger == "state":
+                primary = node.subs[node.state_keys[0]]
+                stats = run_triggered(cycle, primary.wait, 1.0 / node.rate_hz, max_cycles)
+            else:
+                stats = run_loop(cycle, node.rate_hz, max_cycles, spin_s=cfg.spin_us * 1e-6)
+        finally:
+            node.shutdown()
     log.info(node.status_line())
     return {**node.summary(), "loop": stats.summary(), "realtime_warnings": warnings}
 

@@ -83,8 +83,9 @@ class NodeConfig(BaseModel):
         "position controller (Float64MultiArray) or a JointTrajectory (deploy/arm.py)")
     trigger: Literal["timer", "state"] = Field(
         default="timer", description="timer: a fixed-rate loop on an absolute schedule; "
-        "state: a cycle on each state message (lock-step with the robot), a stale cycle "
-        "after one period without")
+        "state: a cycle on each state message (lock-step with the robot, which must then "
+        "publish at the policy's rate, as the HIL simulator does), a stale cycle after one "
+        "period without")
     topics: dict[str, str] = Field(default_factory=dict, description="topic name by key")
     safety: SafetySettings = SafetySettings()
     damping_kd: float = Field(default=1.0, ge=0, description="N m s/rad, Unitree damping")
@@ -100,6 +101,10 @@ class NodeConfig(BaseModel):
                            "deploy/loop.py)")
     cpu: int | None = None
     fifo_priority: int | None = Field(default=None, ge=1, le=99)
+    cpu_dma_latency_us: int | None = Field(
+        default=None, ge=0, description="PM QoS: keep CPUs out of idle states slower than "
+        "this to leave while the node runs (0: poll when idle); needs write access to "
+        "/dev/cpu_dma_latency, else a warning (deploy/loop.py cpu_latency_request)")
 
 
 INTERFACES = {"quadrotor": (QuadGeneric, Px4Native), "legged": (JointGeneric, Go2Native),

@@ -1,6 +1,13 @@
 """The control loop's schedule, on a simulated clock (no wall-clock assertions)."""
 
-from deploy.loop import run_loop, set_realtime
+import sys
+
+import pytest
+
+from deploy.loop import cpu_latency_request, run_loop, set_realtime
+from tests import test_node_fixtures as fx
+
+legbot, legbot_policy = fx.legbot, fx.legbot_policy  # fixtures
 
 
 class FakeClock:
@@ -176,3 +183,47 @@ def test_slice_threads_gives_another_thread_the_short_slice():
     finally:
         release.set()
         t.join(5.0)
+
+
+def test_cpu_latency_request_holds_the_value_while_inside_and_warns_where_refused(tmp_path):
+    device = tmp_path / "cpu_dma_latency"  # a plain file stands in for the PM QoS device
+    device.write_bytes(b"")
+    with cpu_latency_request(25, device=str(device)) as warnings:
+        assert warnings == []
+        assert int.from_bytes(device.read_bytes(), sys.byteorder, signed=True) == 25
+    with cpu_latency_request(0, device=str(tmp_path / "missing" / "dev")) as warnings:
+        assert len(warnings) == 1 and "not applied" in warnings[0] and "0 us" in warnings[0]
+    with cpu_latency_request(None, device=str(tmp_path / "missing" / "dev")) as warnings:
+        assert warnings == []  # no request asked for: nothing opened, nothing to warn about
+
+
+
+def test_the_node_holds_its_cpu_latency_request_while_running(monkeypatch, tmp_path, legbot,
+                                                              legbot_policy):
+    import deploy.loop as loop
+    from deploy.app import prepare, run
+    from deploy.node import NodeConfig
+    from deploy.transport import LocalBus
+
+    assert NodeConfig().cpu_dma_latency_us is None  # opt-in: polling idle CPUs costs power
+    with pytest.raises(ValueError, match="cpu_dma_latency_us"):
+        NodeConfig(cpu_dma_latency_us=-1)
+    device = tmp_path / "cpu_dma_latency"
+    device.write_bytes(b"")
+    monkeypatch.setattr(loop, "CPU_LATENCY_DEVICE", str(device))
+    seen = []
+
+    def watch(cycle, *args, **kwargs):  # what the device holds while the loop runs
+        seen.append(device.read_bytes())
+        return real_loop(cycle, *args, **kwargs)
+
+    real_loop = loop.run_loop
+    monkeypatch.setattr("deploy.app.run_loop", watch)
+    node = prepare(legbot_policy, legbot, LocalBus(), {"cpu_dma_latency_us": 7})
+    summary = run(node, max_cycles=2)
+    assert seen == [(7).to_bytes(4, sys.byteorder, signed=True)]
+    assert summary["realtime_warnings"] == []
+    monkeypatch.setattr(loop, "CPU_LATENCY_DEVICE", str(tmp_path / "missing" / "dev"))
+    node = prepare(legbot_policy, legbot, LocalBus(), {"cpu_dma_latency_us": 0})
+    summary = run(node, max_cycles=2)
+    assert any("not applied" in w and "missing" in w for w in summary["realtime_warnings"])

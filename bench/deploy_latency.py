@@ -25,16 +25,17 @@
   lock-step, no timer); the node's cycle (take and decode every subscription, observation,
   inference, safety, encode, write of the Float64MultiArray command, reliable QoS); delivery
   to the robot's receive thread and its wait set waking the robot's thread. It excludes the
-  robot decoding the command. The robot sends its state every 2 ms on an absolute schedule
-  (go2's rt/lowstate rate, 500 Hz; both processes sleep in between); the node runs with its
+  robot decoding the command. The robot sends its state every 20 ms on an absolute schedule
+  (lock-step at the 50 Hz policy rate; both processes sleep in between); the node runs with its
   real-time setting `cpu_dma_latency_us: 0` (a PM QoS request: CPUs poll instead of halting
   when idle; `dds_pm_qos_applied` says whether the OS permitted it). `dds_native_*`: the same
   with Unitree's LowState -> LowCmd (CRC included). `*_node_cycle_*`: the node's own time per
   cycle (take, decode, compute, encode, write).
 - `dds_sweep`: the generic figure at other state periods (back to back, 2, 5 and 20 ms), with
-  and without the PM QoS request. On an idle CPU caches cool down between states (on this
-  project's 2-vCPU VM a node cycle costs several times more after 20 ms idle than back to
-  back), so the latency grows with the period.
+  and without the PM QoS request; below 20 ms the node holds damping (state faster than the
+  policy's rate) but runs its whole cycle on every state. On an idle CPU caches cool down
+  between states (on this project's 2-vCPU VM a node cycle costs several times more after
+  20 ms idle than back to back), so the latency grows with the period.
 - `loadavg_start` / `loadavg_end`: the 1-minute load average around the run (figures are only
   comparable on a quiet machine).
 
@@ -68,11 +69,12 @@ from deploy.policy import OnnxPolicy  # noqa: E402
 from deploy.transport import LocalBus  # noqa: E402
 from robots import Robot, load_robot_dir  # noqa: E402
 
-# go2 publishes rt/lowstate at 500 Hz and up (shared/reference/robots.md): the robot's
-# stand-in sends its state at that rate unless told otherwise
-STATE_PERIOD_S = 0.002
-# the state periods of the sweep: back to back (as the issue's DDS anchor is measured), the
-# robot's 500 Hz, 5 ms (what this bench used before), the 50 Hz policy rate
+# lock-step (`trigger: state`) needs the robot to publish at the policy's rate (the node damps
+# when state comes faster): the stand-in sends its state every 20 ms, the 50 Hz policy rate
+STATE_PERIOD_S = 0.02
+# the state periods of the sweep: back to back (as the issue's DDS anchor is measured), go2's
+# 500 Hz lowstate rate, 5 ms, the 50 Hz policy rate. At the faster ones the node holds damping
+# (its rate guard) but still runs its whole cycle (inference and safety) on every state.
 SWEEP_PERIODS_S = (0.0, 0.002, 0.005, 0.02)
 
 

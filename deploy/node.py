@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -48,6 +49,12 @@ from deploy.transport import TransportBase
 log = logging.getLogger("simreal.node")
 
 RUNTIME_SIGNALS = {"last_action", "default_joint_pos"}
+
+
+# trigger 'state': the state rate is judged over this many fresh cycles, and may exceed the
+# policy's rate by this factor (a robot's clock and ours drift; messages bunch up)
+RATE_WINDOW = 25
+RATE_TOLERANCE = 1.3
 
 
 class DeployError(ValueError):
@@ -233,6 +240,7 @@ class DeployNode:
         self.cycle_us: list[float] = []  # compute time per cycle (bounded)
         self._status_every = max(1, round(cfg.status_period_s * self.rate_hz))
         self._last_error = ""
+        self._fresh_times: deque[float] = deque(maxlen=RATE_WINDOW)
         log.info("node up: robot %s, %s interface over %s, %g Hz, topics %s", robot.name,
                  cfg.interface, transport.name, self.rate_hz,
                  {k: v for k, v in self.topics.items()})
@@ -383,6 +391,8 @@ class DeployNode:
     def cycle(self, k: int = 0) -> bool:
         fresh = self.poll()
         self.cycles += 1
+        if fresh and self.cfg.trigger == "state":
+            self._check_state_rate()
         if self.ready:
             t0 = time.perf_counter()
             command = self.compute(fresh)
@@ -392,6 +402,22 @@ class DeployNode:
         if self.cycles % self._status_every == 0:
             log.info(self.status_line())
         return True
+
+    def _check_state_rate(self) -> None:
+        """trigger 'state' runs one cycle per state message: a robot publishing faster than
+        the policy's rate (go2's lowstate comes at 500 Hz) would run the policy too fast, a
+        silent sim-to-real mismatch. Hold damping, with the reason, instead."""
+        times = self._fresh_times
+        times.append(self.clock())
+        if len(times) < RATE_WINDOW or self.safety.mode is Mode.DAMP:
+            return
+        hz = (len(times) - 1) / max(times[-1] - times[0], 1e-9)
+        if hz > RATE_TOLERANCE * self.rate_hz:
+            reason = (f"state messages arrive at {hz:.0f} Hz but the policy runs at "
+                      f"{self.rate_hz:g} Hz: trigger 'state' would run it {hz / self.rate_hz:.1f}x "
+                      "too fast; use trigger: timer, or publish state at the policy's rate")
+            log.error(reason)
+            self.safety.hold_damping(reason)
 
     def publish(self, command: np.ndarray, mode: Mode) -> None:
         for key, msg in self.interface.encode(command, mode, self.signals):

@@ -39,8 +39,10 @@ def loopback(monkeypatch):
 class DdsRobot:
     """The robot's side: publishes state, takes commands, over its own DDS participant."""
 
-    def __init__(self, side, topics: dict[str, str], domain: int):
+    def __init__(self, side, topics: dict[str, str], domain: int, rate_hz: float = 50.0):
         self.side, self.bus = side, dds.Transport(domain_id=domain)
+        # a lock-step robot publishes at the policy's rate (a faster one makes the node damp)
+        self.period, self.last_send = 1.0 / rate_hz, -1.0
         self.state = {s.key: self.bus.publisher(topics[s.key], s.type, s.qos)
                       for s in side.state_topics}
         self.cmd = {s.key: self.bus.subscription(topics[s.key], s.type, s.qos)
@@ -49,6 +51,8 @@ class DdsRobot:
         self.main = side.command_topics[0].key
 
     def send(self, signals) -> None:
+        time.sleep(max(0.0, self.last_send + self.period - time.monotonic()))
+        self.last_send = time.monotonic()
         for key, msg in self.side.state_messages(signals):
             self.state[key].write(msg)
 

@@ -237,3 +237,28 @@ def test_shutdown_sends_the_damping_command(legbot, legbot_policy):
     assert np.all(last["kp"] == 0.0) and np.all(last["kd"] == 1.0)
     assert rig.node.safety.mode is Mode.DAMP
     assert rig.node.safety.changes[-1].reason == "shutdown"
+
+
+def test_state_trigger_refuses_a_robot_that_publishes_faster_than_the_policy(legbot,
+                                                                             legbot_policy,
+                                                                             caplog):
+    sig = standing_signals(legbot)
+    rig = Rig(legbot, legbot_policy, trigger="state", safety={"soft_start_s": 0.0})
+    period = 1.0 / rig.node.rate_hz
+    for _ in range(40):  # state at the policy's rate: lock-step, the node runs the policy
+        rig.step(sig)
+    assert rig.node.safety.mode is Mode.RUN
+    fast = Rig(legbot, legbot_policy, trigger="state", safety={"soft_start_s": 0.0})
+    with caplog.at_level(logging.ERROR, logger="simreal.node"):
+        for _ in range(40):  # state ten times faster (go2's lowstate at 500 Hz, a 50 Hz policy)
+            fast.step(sig)
+            fast.clock.t -= 0.9 * period
+    assert fast.node.safety.mode is Mode.DAMP
+    reason = fast.node.safety.changes[-1].reason
+    assert "arrive at 500 Hz" in reason and "use trigger: timer" in reason
+    assert any("arrive at 500 Hz" in r.message for r in caplog.records)
+    timer = Rig(legbot, legbot_policy, trigger="timer", safety={"soft_start_s": 0.0})
+    for _ in range(40):  # the timer loop takes the newest state: a fast robot is fine there
+        timer.step(sig)
+        timer.clock.t -= 0.9 * period
+    assert timer.node.safety.mode is Mode.RUN

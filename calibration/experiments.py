@@ -8,9 +8,10 @@ It also names its phases (the report marks them; `still` phases give the IMU bia
 simulated robot is set up for it (hung in the air, or standing).
 
 - `go2-air`: the robot hung with its legs in the air (a gantry; the simulated robot's base is
-  held). Each joint is pushed gently against one mechanical stop (the encoder offset), then
-  chirped (0.3-6 Hz, hips sweeping up, thighs down, calves up, all legs at once) at the
-  robot's PD gains, then stepped at high gain so that every driver saturates (torque limits).
+  held). A 6 s still period (IMU biases), then each joint is pressed against one mechanical
+  stop (the encoder offset), chirped (0.3-6 Hz, hips sweeping up, thighs down, calves up, all
+  legs at once) at the robot's PD gains, swept by a slow sine at low gain (friction), then
+  stepped at high gain so that every driver saturates (torque limits).
 - `go2-ground`: standing on flat ground: a still period (IMU biases), then small joint chirps.
 - `quad-hover`: on the pad, still (gyro bias); take-off, hover under a geometric controller
   (Lee et al. 2010) that runs in the recorder on the odometry, and excitation added to its
@@ -144,19 +145,27 @@ def _joint_ranges(robot: Robot) -> np.ndarray:
 class Go2Air(_JointExperiment):
     name = "go2-air"
     description = ("hung, legs in the air: joints against a stop (offsets), chirps at the PD "
-                   "gains, high-gain steps (torque limits)")
+                   "gains, a low-gain sweep (friction), high-gain steps (torque limits)")
     CHIRP_AMPLITUDE = {"hip": 0.25, "thigh": 0.35, "calf": 0.35, "other": 0.2}  # rad
     STEP = 0.35  # rad
     STEP_KP, STEP_KD = 100.0, 2.0
-    STOP_KP, STOP_PUSH = 10.0, 0.05  # N m/rad, rad beyond the stop
+    # the robot's gains pressing 0.2 rad past the stop: at most 4 N m beyond what holds the leg
+    # against gravity, so that every joint rests on its stop (at kp 10 and 0.05 rad, gravity
+    # held the thighs and some hips off theirs, and their offsets went unseen)
+    STOP_KP, STOP_PUSH = 20.0, 0.2  # N m/rad, rad beyond the stop
+    # a slow sine at low gain: friction (F) shows as a lag of F / kp in the angle, 5-30 mrad
+    # against 2 mrad of encoder noise, at every reversal
+    SWEEP_KP, SWEEP_HZ = 10.0, 1.5  # N m/rad, Hz
+    SWEEP_AMPLITUDE = {"hip": 0.15, "thigh": 0.2, "calf": 0.2, "other": 0.15}  # rad
+    STILL_S = 6.0  # s: the gyro bias's standard error is noise / sqrt(samples)
 
     def _phases(self) -> list[Phase]:
         # settle is not scaled: the fit skips it (a simulated robot's driver starts from an
         # empty command history); gains change only while the targets rest (gain_up,
         # gain_down), so a delay that applies gains and targets apart changes nothing
-        head = [Phase("settle", 0.0, 0.5), Phase("still", 0.5, 0.5 + STILL_S)]
-        body = _sequence([("to_stop", 1.0), ("stop", 1.0), ("from_stop", 1.0), ("chirp", 8.0)],
-                         self.scale, head[-1].end)
+        head = [Phase("settle", 0.0, 0.5), Phase("still", 0.5, 0.5 + self.STILL_S)]
+        body = _sequence([("to_stop", 1.0), ("stop", 1.0), ("from_stop", 1.0), ("chirp", 8.0),
+                          ("sweep", 4.0)], self.scale, head[-1].end)
         t = body[-1].end
         tail = [Phase("gain_up", t, t + 0.1)]
         tail += _sequence([("steps", 4.0)], self.scale, t + 0.1)
@@ -199,6 +208,14 @@ class Go2Air(_JointExperiment):
             for j, part in enumerate(self.parts):
                 s = down if part == "thigh" else up
                 cmd["q"][j] += fade * self.CHIRP_AMPLITUDE[part] * s
+        elif phase == "sweep":
+            ph = p["sweep"]
+            tc, dur = t - ph.start, ph.end - ph.start
+            fade = min(1.0, max(0.0, min(tc, dur - 0.05 - tc) / 0.2))
+            wave = math.sin(2 * math.pi * self.SWEEP_HZ * tc)
+            for j, part in enumerate(self.parts):
+                cmd["q"][j] += fade * self.SWEEP_AMPLITUDE[part] * wave
+            cmd["kp"] = np.full_like(self.kp, self.SWEEP_KP)
         elif phase in ("gain_up", "gain_down"):
             cmd["kp"] = np.full_like(self.kp, self.STEP_KP)
             cmd["kd"] = np.full_like(self.kd, self.STEP_KD)

@@ -143,8 +143,10 @@ class _Problem:
 
 
 def fit_replays(replays: list[_Replay], x0: np.ndarray | None = None, max_nfev: int = 30,
-                progress: bool = True) -> FitResult:
-    """Least squares of every parameter of the replays' (shared) ParamSet."""
+                progress: bool = True, guess: bool = True) -> FitResult:
+    """Least squares of every parameter of the replays' (shared) ParamSet, from x0 (default:
+    the description's values) improved by the replays' initial guesses (`guess`). The error
+    before is the description's."""
     pset = replays[0].pset
     for r in replays[1:]:
         if r.pset.names != pset.names:
@@ -155,9 +157,9 @@ def fit_replays(replays: list[_Replay], x0: np.ndarray | None = None, max_nfev: 
             print(f"simreal calibrate: {text}", file=sys.stderr, flush=True)
 
     prob = _Problem(replays, pset, say)
+    before = prob.rms(pset.nominal)
     x0 = pset.nominal.copy() if x0 is None else np.asarray(x0, dtype=np.float64)
-    before = prob.rms(x0)
-    for rep in replays:
+    for rep in replays if guess else []:
         x0 = rep.initial_guess(x0)
     lo, hi = pset.lower / pset.scale, pset.upper / pset.scale
     theta0 = np.clip(x0 / pset.scale, lo + 1e-9, hi - 1e-9)
@@ -190,6 +192,31 @@ def fit_replays(replays: list[_Replay], x0: np.ndarray | None = None, max_nfev: 
                      prob.nfev, prob.njev, round(time.monotonic() - prob.t0, 1),
                      str(res.message), {"reduced_chi2": s2, "at_bound": [
                          pset.names[i] for i in np.nonzero(res.active_mask)[0]]})
+
+
+def fit_staged(stages: list[list[_Replay]], max_nfev: int = 30, progress: bool = True
+               ) -> FitResult:
+    """Fits in sequence, each started from the previous one's estimate (the first from the
+    replays' initial guess): for go2, multiple shooting (JointSegmentReplay), whose residuals
+    stay local and which converges from the description's values, then the single run over the
+    whole log (JointReplay), which uses every sample's history (no restarts from noisy
+    states). The result is the last stage's, with each stage's figures in extra["stages"]."""
+    results: list[FitResult] = []
+    x = None
+    for i, replays in enumerate(stages):
+        budget = max_nfev if i == 0 else max(5, max_nfev // 2 + 5)
+        res = fit_replays(replays, x0=x, max_nfev=budget, progress=progress, guess=i == 0)
+        results.append(res)
+        x = res.x
+    last = results[-1]
+    last.extra["stages"] = [{"replay": type(st[0]).__name__, "nfev": r.nfev, "njev": r.njev,
+                             "wall_s": r.wall_s, "rms_after": r.rms_after,
+                             "optimizer": r.message} for st, r in zip(stages, results,
+                                                                       strict=True)]
+    last.nfev = sum(r.nfev for r in results)
+    last.njev = sum(r.njev for r in results)
+    last.wall_s = round(sum(r.wall_s for r in results), 1)
+    return last
 
 
 def estimates(result: FitResult) -> dict[str, Estimate]:

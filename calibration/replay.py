@@ -13,9 +13,15 @@ from t (+ latency) on; a state logged at t is what the sensors read after the st
 (mj_step computes sensors at the start of its step).
 
 - `JointReplay` (legged robots): one run over the whole log from the robot's rest pose (the
-  mean of the states logged before the first command). A hung robot's base is held as the HIL
-  robot holds it (sim/hil_robot.HOLD_ARMATURE). Compared: joint positions, velocities and
-  torque estimates.
+  mean of the states logged before the first command), held there until the first command
+  reaches the drivers; when the log opens with a still period, from the end of it (the mean
+  pose of its last 0.2 s). A hung robot's base is held as the HIL robot holds it
+  (sim/hil_robot.HOLD_ARMATURE). Compared: joint positions, velocities and torque estimates,
+  from the end of the `settle` and `still` phases on: a joint at rest within its friction
+  creeps in MuJoCo's soft friction constraint at a speed set by the solver, so where it rests
+  after a still period is the simulator's detail, not the robot's (1-2 mrad on the hips).
+- `JointSegmentReplay`: the same by multiple shooting (segments started from logged joint
+  states), the fit's first stage (calibration/fit.py: fit_staged).
 - `RotorReplay` (quadrotors): multiple shooting. A free-flying vehicle diverges from any
   replay within seconds, so the flight is cut into short segments, each started from the
   logged state (position, orientation, velocity, body rates) with the rotor speeds of the
@@ -39,6 +45,8 @@ from sim.backend import compile_model
 from sim.hil_robot import HOLD_ARMATURE, LEGGED_PD_DT
 
 NTHREAD = 2
+REST_AVERAGE_S = 0.2  # s: JointReplay's start pose, averaged over the end of a rest
+SOLVER_TOLERANCE, SOLVER_LS_TOLERANCE = 1e-15, 1e-6  # JointReplay: see there
 
 
 def shifted_average(times: np.ndarray, values: np.ndarray, shift: float, dt: float,
@@ -104,12 +112,16 @@ class JointReplay(_Replay):
 
     def __init__(self, log: ExperimentLog, robot: Robot, pset_kinds: tuple[str, ...] | None,
                  physics_dt: float | None = None, hold_base: bool | None = None,
-                 skip_phases: tuple[str, ...] = ("settle",)):
+                 skip_phases: tuple[str, ...] = ("settle", "still")):
         self.log, self.robot = log, robot
         model = compile_model(robot.mjcf_path)
         self.dt = physics_dt or min(float(model.opt.timestep), LEGGED_PD_DT)
         model.opt.timestep = self.dt
         model.actuator_delay[:] = 0.0  # the latency parameter shifts the commands instead
+        # joint friction and stops are constraints: solved to MuJoCo's default tolerance their
+        # forces carry solver noise that makes finite differences of the replay meaningless
+        # (forward and backward differences of opposite sign); solved exactly, they agree
+        model.opt.tolerance, model.opt.ls_tolerance = SOLVER_TOLERANCE, SOLVER_LS_TOLERANCE
         self.pset = ParamSet(robot, model, pset_kinds)
         spec = robot.spec
         base = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, spec.base_body)
@@ -144,6 +156,7 @@ class JointReplay(_Replay):
         signals = [s for s in self.SIGNALS if s in st.values]
         self.cols = np.concatenate([sens[s] for s in signals])
         self.measured = np.concatenate([st.values[s][keep] for s in signals], axis=1).ravel()
+        self.sample_values = self.measured.reshape(len(self.sample_t), -1)  # (sample, row)
         per = len(signals) * nj
         group = np.repeat(np.arange(len(signals)), nj)
         legs = np.array([p.group if p.group is not None else -1 for p in self.pset.params])
@@ -154,10 +167,18 @@ class JointReplay(_Replay):
         self.rows = Rows(np.tile(group, len(self.sample_t)), list(signals),
                          np.tile(np.tile(joint_leg, len(signals)), len(self.sample_t)))
         self.per_sample = per
-        # the rest pose: the states logged before the first command
+        # the start: at rest, in the pose logged before the first command, or, when the fit
+        # skips a still period, at its end in the mean pose of its last REST_AVERAGE_S (the
+        # robot rests there; a run through it would only add the friction creep)
         pre = st.t < 0
         self.q_init = (st.values["joint_pos"][pre].mean(0) if pre.any()
                        else st.values["joint_pos"][0])
+        self.k0 = 0
+        still = [b for a, b in log.phases("still") if abs(b - t0) < 1e-9]
+        rest = (st.t >= t0 - REST_AVERAGE_S) & (st.t < t0)
+        if still and rest.sum() >= 2:
+            self.q_init = st.values["joint_pos"][rest].mean(0)
+            self.k0 = int(round(t0 / self.dt))
         orient = log.signal("orientation")
         pre_o = orient.t < 0
         quat = (orient.values["orientation"][pre_o].mean(0) if pre_o.any()
@@ -173,13 +194,13 @@ class JointReplay(_Replay):
         saturates at during the high-gain steps."""
         x = x.copy()
         ps, nj = self.pset, len(self.robot.spec.joints)
-        per = self.measured.reshape(len(self.sample_t), -1)
+        per = self.sample_values
         stop = self.log.phases("stop")
         if stop and any(p.kind == "offset" for p in ps.params):
             a, b = stop[0]
             m = (self.sample_t > a + 0.3 * (b - a)) & (self.sample_t < b - 0.1 * (b - a))
             if m.any():
-                sim = self.simulate(x[None])[0].reshape(len(self.sample_t), -1)
+                sim = JointReplay.simulate(self, x[None])[0].reshape(len(self.sample_t), -1)
                 shift = (per[m, :nj] - sim[m, :nj]).mean(0)
                 for p_i, p in enumerate(ps.params):
                     if p.kind == "offset":
@@ -231,12 +252,16 @@ class JointReplay(_Replay):
                              axis=(0, 2))
         reads = np.zeros(self.nstep + 1, dtype=bool)
         reads[self.sample_step] = True
+        # the robot rests in its logged pose until the first command reaches its drivers
+        first_cmd = np.ceil((self.log.commands.t[0] + lat) / self.dt - 1e-6).astype(int)
+        first_cmd = np.clip(first_cmd, 0, self.nstep - 1)
+        changed[first_cmd] = True
         out = np.empty((nvar, len(self.sample_step), len(self.cols)))
         sample_of = {s: i for i, s in enumerate(self.sample_step)}
         strength = self.pset.strength(x)[:, None, :]  # the drivers' torque scale
         kp, kd, ff = kp * strength, kd * strength, ff * strength
         a = self.act
-        k = 0
+        k = self.k0
         while k < self.nstep:
             # steps from k on with the same commands and no sample to read in between
             n = 1
@@ -252,6 +277,10 @@ class JointReplay(_Replay):
             qpos[:, self.root_q:self.root_q + 3] = (0.0, 0.0, 1.0)
             qpos[:, self.root_q + 3:self.root_q + 7] = self.base_quat
             qvel[:, self.root_v:self.root_v + 6] = 0.0
+            resting = first_cmd >= k
+            if resting.any():
+                qpos[np.ix_(resting, self.qadr)] = self.q_init
+                qvel[np.ix_(resting, self.vadr)] = 0.0
             if reads[k]:
                 out[:, sample_of[k]] = sensordata[:, self.cols]
         return out.reshape(nvar, -1)
@@ -378,3 +407,94 @@ class RotorReplay(_Replay):
                     rows.append(out[sim, self.step[j] - self.step[self.starts[g]]])
             res.append(np.concatenate(rows))
         return np.array(res)
+
+
+class JointSegmentReplay(JointReplay):
+    """JointReplay by multiple shooting: the fitted window cut into segments of `segment_s`,
+    each started from the logged joint state (angles and velocities, as the encoders read them)
+    and run with the logged commands; compared: the samples inside each segment after its
+    start. A long single run integrates every parameter error into the state (a joint that
+    comes to rest with friction stops wherever its history left it), which gives the least
+    squares local minima; restarted segments keep each residual local, close to the inverse
+    dynamics' linear regression. The fit's first stage (calibration/fit.py)."""
+
+    def __init__(self, log: ExperimentLog, robot: Robot, pset_kinds: tuple[str, ...] | None,
+                 physics_dt: float | None = None, segment_s: float = 0.2, **kw: object):
+        super().__init__(log, robot, pset_kinds, physics_dt, **kw)  # type: ignore[arg-type]
+        st = log.states[next(k for k, s in log.states.items() if "joint_pos" in s.values)]
+        index = {round(float(t) * 1e9): i for i, t in enumerate(st.t)}
+        rows = [index[round(float(t) * 1e9)] for t in self.sample_t]
+        self.start_q = st.values["joint_pos"][rows]
+        self.start_v = st.values["joint_vel"][rows]
+        per_seg = max(2, round(segment_s / self.dt))
+        starts, members = [], []
+        i = 0
+        while i < len(self.sample_step) - 1:
+            inside = [j for j in range(i + 1, len(self.sample_step))
+                      if self.sample_step[j] - self.sample_step[i] <= per_seg]
+            if not inside:  # a gap in the log longer than a segment: start after it
+                i += 1
+                continue
+            starts.append(i)
+            members.append(inside)
+            i = inside[-1]
+        self.seg_start = np.array(starts)
+        self.seg_members = members
+        self.seg_len = max(int(self.sample_step[m[-1]] - self.sample_step[s]) for s, m in
+                           zip(starts, members, strict=True)) + 1
+        keep = np.concatenate(members)
+        self.compared = keep
+        nrow = self.per_sample
+        self.measured = self.measured.reshape(len(self.sample_t), nrow)[keep].ravel()
+        self.rows = Rows(np.tile(self.rows.group[:nrow], len(keep)), self.rows.names,
+                         np.tile(self.rows.leg[:nrow], len(keep)))
+
+    def simulate(self, x: np.ndarray) -> np.ndarray:
+        nvar, nseg = len(x), len(self.seg_start)
+        nsim = nvar * nseg
+        b = mjbatch.Batch(self.model, nsim=nsim, nthread=NTHREAD)
+        fields = {f: b.expand(f) for f in self.pset.fields()}
+        self.pset.write_model(fields, np.repeat(x, nseg, axis=0))
+        gain, bias = b.expand("actuator_gainprm"), b.expand("actuator_biasprm")
+        qpos, qvel, ctrl = b.bind("qpos"), b.bind("qvel"), b.bind("ctrl")
+        sensordata = b.bind("sensordata")
+        var = np.repeat(np.arange(nvar), nseg)
+        seg = np.tile(np.arange(nseg), nvar)
+        s0 = self.seg_start[seg]
+        qpos[:, self.root_q:self.root_q + 3] = (0.0, 0.0, 1.0)
+        qpos[:, self.root_q + 3:self.root_q + 7] = self.base_quat
+        qpos[:, self.qadr] = self.start_q[s0]
+        qvel[:] = 0.0
+        qvel[:, self.vadr] = self.start_v[s0]
+        b.set_const()
+        lat = self.pset.latency(x)
+        uniq, which = np.unique(lat, return_inverse=True)
+        sched = [self._schedule(float(v)) for v in uniq]
+        strength = self.pset.strength(x)
+        # the logged state of sample s is the one the step ending at sample_step[s] began with
+        first = self.sample_step[s0] - 1
+        a = self.act
+        out = np.empty((nsim, self.seg_len, len(self.cols)))
+        for m in range(self.seg_len):
+            k = np.minimum(first + m, self.nstep - 1)
+            for u in range(len(uniq)):
+                rows = which[var] == u
+                sc, kk, st = sched[u], k[rows], strength[var[rows]]
+                ctrl[np.ix_(rows, a)] = sc["q"][kk]
+                gain[np.ix_(rows, a, [0])] = (st * sc["kp"][kk])[:, :, None]
+                bias[np.ix_(rows, a, [0])] = (st * (sc["kd"][kk] * sc["dq"][kk]
+                                                    + sc["tau"][kk]))[:, :, None]
+                bias[np.ix_(rows, a, [1])] = (-st * sc["kp"][kk])[:, :, None]
+                bias[np.ix_(rows, a, [2])] = (-st * sc["kd"][kk])[:, :, None]
+            b.step(nstep=1, stage=mujoco.mjtStage.mjSTAGE_NONE)
+            qpos[:, self.root_q:self.root_q + 3] = (0.0, 0.0, 1.0)
+            qpos[:, self.root_q + 3:self.root_q + 7] = self.base_quat
+            qvel[:, self.root_v:self.root_v + 6] = 0.0
+            out[:, m] = sensordata[:, self.cols]
+        res = np.empty((nvar, len(self.compared), len(self.cols)))
+        c = 0
+        for g, members in enumerate(self.seg_members):
+            off = self.sample_step[members] - self.sample_step[self.seg_start[g]]
+            res[:, c:c + len(members)] = out[np.arange(nvar) * nseg + g][:, off]
+            c += len(members)
+        return res.reshape(nvar, -1)

@@ -1,10 +1,11 @@
 """`simreal calibrate LOG.mcap [LOG ...] --robot NAME --out calib.yaml`: logs to a calibration.
 
 Each log's experiment says what it gives: `go2-air` the joint parameters and the latency
-(JointReplay), `quad-hover` mass, thrust and torque coefficients, motor time constant and
-latency (RotorReplay), and every log with `still` phases the IMU biases. Logs of the same kind
-are fitted together (their residuals stacked). Writes the calibration YAML and, beside it,
-`<out stem>_report/`: report.json and PNG plots (calibration/report.py).
+(JointSegmentReplay, then JointReplay from its estimate: fit.fit_staged), `quad-hover` mass,
+thrust and torque coefficients, motor time constant and latency (RotorReplay), and every log
+with `still` phases the IMU biases. Logs of the same kind are fitted together (their residuals
+stacked). Writes the calibration YAML and, beside it, `<out stem>_report/`: report.json and PNG
+plots (calibration/report.py).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from calibration.apply import randomization_ranges
-from calibration.fit import estimates, fit_replays, imu_biases
+from calibration.fit import estimates, fit_staged, imu_biases
 from calibration.logs import ExperimentLog, read_log
 from calibration.params import JOINT_KINDS, QUAD_KINDS
-from calibration.replay import JointReplay, RotorReplay, _Replay
+from calibration.replay import JointReplay, JointSegmentReplay, RotorReplay, _Replay
 from calibration.schema import Calibration, CalibrationError, save_calibration
 from robots import Robot
 
@@ -27,8 +28,10 @@ DYNAMIC = {"go2-air": (*JOINT_KINDS, "latency"), "quad-hover": (*QUAD_KINDS, "la
 
 
 def make_replays(logs: list[ExperimentLog], robot: Robot, gyro_bias: np.ndarray | None,
-                 physics_dt: float | None = None, only: tuple[str, ...] | None = None
-                 ) -> list[_Replay]:
+                 physics_dt: float | None = None, only: tuple[str, ...] | None = None,
+                 segments: bool = False) -> list[_Replay]:
+    """The replays of the logs' dynamic fits; `segments`: legged robots' multiple-shooting
+    replays (the first stage of their fit)."""
     out: list[_Replay] = []
     for log in logs:
         kinds = DYNAMIC.get(log.experiment)
@@ -43,7 +46,8 @@ def make_replays(logs: list[ExperimentLog], robot: Robot, gyro_bias: np.ndarray 
             if not kinds:
                 continue
         if robot.spec.kind == "legged":
-            out.append(JointReplay(log, robot, kinds, physics_dt))
+            cls = JointSegmentReplay if segments else JointReplay
+            out.append(cls(log, robot, kinds, physics_dt))
         else:
             out.append(RotorReplay(log, robot, kinds, physics_dt, gyro_bias=gyro_bias))
     return out
@@ -71,7 +75,10 @@ def calibrate(logs: list[str | Path], robot: Robot, out: str | Path, sigmas: flo
     fit: dict[str, Any] = {"logs": [str(p) for p in logs], "imu": imu_info}
     result = None
     if replays:
-        result = fit_replays(replays, max_nfev=max_nfev, progress=progress)
+        stages = [replays]
+        if robot.spec.kind == "legged":  # multiple shooting first, then the whole-log replay
+            stages.insert(0, make_replays(read, robot, gyro, physics_dt, kinds, segments=True))
+        result = fit_staged(stages, max_nfev=max_nfev, progress=progress)
         params.update(estimates(result))
         fit.update({"rms_before": result.rms_before, "rms_after": result.rms_after,
                     "noise_sigma": result.sigma, "function_evaluations": result.nfev,

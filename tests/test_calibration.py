@@ -91,6 +91,29 @@ def test_log_readable_by_rosbags_alone(go2_log):
     assert {"/lowstate", "/lowcmd"} <= topics
 
 
+def test_log_read_from_a_rosbag2_folder(tmp_path, go2_log, go2):
+    """The same log as a rosbag2 folder (sqlite3 storage, metadata.yaml: what `ros2 bag record`
+    writes on Humble), rewritten message by message with rosbags, reads back the same."""
+    from rosbags.highlevel import AnyReader
+    from rosbags.rosbag2 import StoragePlugin, Writer
+
+    path, _ = go2_log
+    bag = tmp_path / "go2_air_bag"
+    with AnyReader([path]) as reader, \
+            Writer(bag, version=8, storage_plugin=StoragePlugin.SQLITE3) as writer:
+        out = {c.id: writer.add_connection(c.topic, c.msgtype, typestore=reader.typestore)
+               for c in reader.connections}
+        for conn, t_ns, data in reader.messages():
+            writer.write(out[conn.id], t_ns, data)
+    assert (bag / "metadata.yaml").exists() and list(bag.glob("*.db3"))
+    a, b = read_log(path, go2), read_log(bag, go2)
+    assert (b.experiment, b.interface, b.meta) == (a.experiment, a.interface, a.meta)
+    for name in ("joint_pos", "joint_vel"):
+        assert np.array_equal(a.signal(name).t, b.signal(name).t)
+        assert np.array_equal(a.signal(name).values[name], b.signal(name).values[name])
+    assert np.array_equal(a.commands.values["q"], b.commands.values["q"])
+
+
 def test_log_errors_name_the_file(tmp_path, go2_log, crazyflie):
     with pytest.raises(FileNotFoundError, match="nope.mcap"):
         read_log(tmp_path / "nope.mcap", crazyflie)

@@ -221,3 +221,18 @@ def test_lift_start_curriculum_puts_the_open_hand_over_or_the_closed_fingers_on_
     plain.reset()
     d = (plain.read()["object_position"] - plain.read()["ee_position"]).norm(dim=-1)
     assert d.min() > 0.2
+
+
+def test_lift_stagger_start_spreads_the_first_episodes_ends():
+    env = make_env("arm-lift", num_envs=64, seed=8, config={**QUIET, "stagger_start": True})
+    env.reset()
+    elapsed = env.episode_length_buf
+    assert elapsed.min() >= 0 and elapsed.max() < env.max_episode_length
+    assert len(elapsed.unique()) > 30  # spread, not a few values
+    left = int((env.max_episode_length - elapsed).min())
+    for _ in range(left):
+        _, _, done, _ = env.step(torch.zeros(64, 8))
+    assert 0 < int(done.sum()) < 8  # only the envs that started latest in their episode end
+    plain = make_env("arm-lift", num_envs=8, seed=8, config=QUIET)
+    plain.reset()
+    assert (plain.episode_length_buf == 0).all()  # the default (evaluation): all start fresh

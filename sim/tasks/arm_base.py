@@ -8,7 +8,8 @@ finger opening in metres, finger 2 coupled. Before the controllers see a target 
 as the deploy node's safety layer clamps it (deploy/safety.py): to the joint's range, then to
 at most its velocity limit times the control period from the previous target. So the policy
 learns the command stream the robot will receive, and the gripper's wide scale (0.1 m per
-unit over a 0.04 m travel) makes it nearly open/closed: any a >= 0 opens it fully.
+unit over a 0.04 m travel here, wider in arm-lift) makes it nearly open/closed: any a >= 0
+opens it fully.
 
 The actor sees what the robot's joint states give (positions relative to the default pose,
 velocities), with encoder noise, and the tool pose computed from those noisy joint angles by

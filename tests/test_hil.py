@@ -263,7 +263,11 @@ def test_go2_native_node_restart_clock_jump_duplicates_reordering(go2, go2_stand
                  for _, _, raw in reader.messages(connections=[conn])]
     steps = np.diff(np.array(ticks, dtype=np.int64))
     steps = (steps + 2**31) % 2**32 - 2**31  # uint32 ticks: a step back wraps around
-    assert steps.min() < -4000 and np.sum(steps < -4000) == 1
+    back = np.flatnonzero(steps < -4000)
+    assert len(back) >= 1
+    # one jump: a message the link held back across it (reordering, 30 ms) adds one step
+    # forward over the jump and a second one back, a few messages on
+    assert len(back) - 1 == np.sum(steps > 4000) and back[-1] - back[0] <= 20
 
 
 def test_go2_walks_forward_at_half_a_metre_per_second(go2, go2_walk, tmp_path):

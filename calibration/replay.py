@@ -79,12 +79,21 @@ class _Replay:
     log: ExperimentLog
     robot: Robot
     pset: ParamSet
+    model: mujoco.MjModel
     rows: Rows
     measured: np.ndarray  # (nrows,)
 
     def simulate(self, x: np.ndarray) -> np.ndarray:
         """(nvar, nrows) simulated values for parameter rows x (nvar, nparam)."""
         raise NotImplementedError
+
+    def _batch(self, x: np.ndarray, copies: int = 1) -> mjbatch.Batch:
+        """One simulation per parameter row of x, each repeated `copies` times in a row (the
+        segments of multiple shooting), with the rows written into the model."""
+        b = mjbatch.Batch(self.model, nsim=len(x) * copies, nthread=NTHREAD)
+        fields = {f: b.expand(f) for f in self.pset.fields()}
+        self.pset.write_model(fields, np.repeat(x, copies, axis=0))
+        return b
 
     def initial_guess(self, x: np.ndarray) -> np.ndarray:
         """A start for the fit better than the nominal values, where the log shows one."""
@@ -227,9 +236,7 @@ class JointReplay(_Replay):
 
     def simulate(self, x: np.ndarray) -> np.ndarray:
         nvar = len(x)
-        b = mjbatch.Batch(self.model, nsim=nvar, nthread=NTHREAD)
-        fields = {f: b.expand(f) for f in self.pset.fields()}
-        self.pset.write_model(fields, x)
+        b = self._batch(x)
         gain, bias = b.expand("actuator_gainprm"), b.expand("actuator_biasprm")
         qpos, qvel, ctrl = b.bind("qpos"), b.bind("qvel"), b.bind("ctrl")
         sensordata = b.bind("sensordata")
@@ -376,9 +383,7 @@ class RotorReplay(_Replay):
     def simulate(self, x: np.ndarray) -> np.ndarray:
         nvar, nseg = len(x), len(self.starts)
         nsim = nvar * nseg
-        b = mjbatch.Batch(self.model, nsim=nsim, nthread=NTHREAD)
-        fields = {f: b.expand(f) for f in self.pset.fields()}
-        self.pset.write_model(fields, np.repeat(x, nseg, axis=0))
+        b = self._batch(x, nseg)
         b.set_const()
         qpos, qvel, ctrl = b.bind("qpos"), b.bind("qvel"), b.bind("ctrl")
         sensordata = b.bind("sensordata")
@@ -452,9 +457,7 @@ class JointSegmentReplay(JointReplay):
     def simulate(self, x: np.ndarray) -> np.ndarray:
         nvar, nseg = len(x), len(self.seg_start)
         nsim = nvar * nseg
-        b = mjbatch.Batch(self.model, nsim=nsim, nthread=NTHREAD)
-        fields = {f: b.expand(f) for f in self.pset.fields()}
-        self.pset.write_model(fields, np.repeat(x, nseg, axis=0))
+        b = self._batch(x, nseg)
         gain, bias = b.expand("actuator_gainprm"), b.expand("actuator_biasprm")
         qpos, qvel, ctrl = b.bind("qpos"), b.bind("qvel"), b.bind("ctrl")
         sensordata = b.bind("sensordata")

@@ -20,22 +20,28 @@
   processes. A second process plays the robot: it builds a state (Imu + JointState), reads
   the clock (t0), writes both messages, blocks on a wait set for the command, and reads the
   clock when that wait returns (t1); `dds_*` is t1 - t0. It therefore includes: the robot's
-  serialization and two writes; loopback delivery to the node's Cyclone receive thread; that
-  thread waking the node's loop (`trigger: state`: the node blocks on the JointState wait set,
-  lock-step, no timer); the node's cycle (take and decode every subscription, observation,
-  inference, safety, encode, write of the Float64MultiArray command, reliable QoS); delivery
-  to the robot's receive thread and its wait set waking the robot's thread. It excludes the
-  robot decoding the command. The robot sends its state every 20 ms on an absolute schedule
-  (lock-step at the 50 Hz policy rate; both processes sleep in between); the node runs with its
-  real-time setting `cpu_dma_latency_us: 0` (a PM QoS request: CPUs poll instead of halting
-  when idle; `dds_pm_qos_applied` says whether the OS permitted it). `dds_native_*`: the same
-  with Unitree's LowState -> LowCmd (CRC included). `*_node_cycle_*`: the node's own time per
-  cycle (take, decode, compute, encode, write).
-- `dds_sweep`: the generic figure at other state periods (back to back, 2, 5 and 20 ms), with
-  and without the PM QoS request; below 20 ms the node holds damping (state faster than the
-  policy's rate) but runs its whole cycle on every state. On an idle CPU caches cool down
-  between states (on this project's 2-vCPU VM a node cycle costs several times more after
-  20 ms idle than back to back), so the latency grows with the period.
+  serialization and two writes (`robot_write_*`: the time its writes take, which on 2 CPUs
+  includes the node's work when the node's wake-up preempts the robot); loopback delivery to
+  the node's Cyclone receive thread; that thread waking the node's loop (`trigger: state`:
+  the node blocks on the JointState wait set, lock-step, no timer); the node's cycle (take
+  and decode every subscription, observation, inference, safety, encode, write of the
+  Float64MultiArray command, reliable QoS); delivery to the robot's receive thread and its
+  wait set waking the robot's thread. It excludes the robot decoding the command. The robot
+  sends its state every 20 ms on an absolute schedule (lock-step at the 50 Hz policy rate;
+  both processes sleep in between). The node runs with its real-time settings: a PM QoS
+  request `cpu_dma_latency_us: 0` (CPUs poll instead of halting when idle;
+  `dds_pm_qos_applied`), `prewarm_us: 300` (it re-runs its last cycle's decode, inference
+  and encode, results dropped, for 300 us before each expected state, so the cycle finds its
+  caches warm: on this VM a cycle costs several times more after 20 ms idle than back to
+  back), and `cpu: 1` with its whole process (Cyclone's threads too) on CPU 1 and the robot
+  stand-in's on CPU 0 (`dds_pinned`; an isolated core, as on a robot's control computer).
+  `dds_native_*`: the same with Unitree's LowState -> LowCmd (CRC included).
+  `*_node_cycle_*`: the node's own time per cycle (take, decode, compute, encode, write).
+- `dds_sweep`: the generic figure with one setting off at a time at 20 ms (`no_prewarm`,
+  `no_pin`, `no_pm_qos`, `none`; `robot_prewarm`: the stand-in also pre-warms its writes, as
+  a robot's compiled driver needs no warming), and with all settings at state periods of 0
+  (back to back, as the issue's anchor is measured), 2 and 5 ms (below 20 ms the node holds
+  damping, state faster than the policy's rate, but runs its whole cycle on every state).
 - `loadavg_start` / `loadavg_end`: the 1-minute load average around the run (figures are only
   comparable on a quiet machine).
 
@@ -75,7 +81,17 @@ STATE_PERIOD_S = 0.02
 # the state periods of the sweep: back to back (as the issue's DDS anchor is measured), go2's
 # 500 Hz lowstate rate, 5 ms, the 50 Hz policy rate. At the faster ones the node holds damping
 # (its rate guard) but still runs its whole cycle (inference and safety) on every state.
-SWEEP_PERIODS_S = (0.0, 0.002, 0.005, 0.02)
+SWEEP_PERIODS_S = (0.0, 0.002, 0.005)
+# the node's real-time settings in the DDS figures: pre-warm for 300 us before each expected
+# state (NodeConfig.prewarm_us), its process on a CPU of its own, the robot stand-in's on the
+# other (an isolated core is the standard set-up of a robot's control computer)
+PREWARM_US = 300.0
+NODE_CPU, ROBOT_CPU = 1, 0
+# the 20 ms figure with one setting changed at a time
+SETTINGS = {"no_prewarm": {"prewarm_us": 0.0}, "no_pin": {"pin": False},
+            "no_pm_qos": {"pm_qos": False},
+            "none": {"prewarm_us": 0.0, "pin": False, "pm_qos": False},
+            "robot_prewarm": {"robot_prewarm_us": PREWARM_US}}
 
 
 def _sleep_until(t: float) -> None:
@@ -196,6 +212,8 @@ def jitter(policy: Path, robot: Robot, rate_hz: float, seconds: float,
 def robot_process(args: argparse.Namespace) -> None:
     """Publish a state, time until the command arrives, repeat; print one JSON line."""
     robot = load_robot_dir(args.robot_dir)
+    if args.robot_cpu is not None:  # before the transport: Cyclone's threads inherit it
+        os.sched_setaffinity(0, {args.robot_cpu})
     bus = dds.Transport(domain_id=args.domain)
     if args.interface == "native":
         side = Go2Native(robot, np.full(len(robot.spec.joints), 20.0),
@@ -208,7 +226,7 @@ def robot_process(args: argparse.Namespace) -> None:
                            side.command_topics[0].qos)
     bus.tune_wakeups()  # as the node's transport does (deploy/app.py)
     sig = standing(robot)
-    lat, lost = [], 0
+    lat, writes, lost = [], [], 0
     deadline = time.monotonic() + 120.0
     k = 0
     start = time.perf_counter()
@@ -219,29 +237,46 @@ def robot_process(args: argparse.Namespace) -> None:
             t0 = time.perf_counter()
             for topic_key, msg in messages:
                 pubs[topic_key].write(msg)
+            tw = time.perf_counter()
             if sub.wait(0.2):
                 t1 = time.perf_counter()
                 sub.take()
                 if k >= 100:  # the first ones include discovery and warm-up
                     lat.append((t1 - t0) * 1e6)
+                    writes.append((tw - t0) * 1e6)
                 k += 1
             else:
                 lost += 1
             if args.period > 0:  # the next state at the robot's rate, on an absolute schedule
                 slot = max(slot + 1, int((time.perf_counter() - start) / args.period) + 1)
+                if args.robot_prewarm_us > 0:
+                    _sleep_until(start + slot * args.period - args.robot_prewarm_us * 1e-6)
+                    for _, msg in side.state_messages(sig):
+                        msg.serialize()
                 _sleep_until(start + slot * args.period)
     del key
-    print(json.dumps({**pct(lat), "samples": len(lat), "timeouts": lost}), flush=True)
+    print(json.dumps({**pct(lat), "samples": len(lat), "timeouts": lost,
+                      "robot_write_p50_us": pct(writes)["p50"],
+                      "robot_write_p99_us": pct(writes)["p99"]}), flush=True)
 
 
 def dds_latency(policy: Path, robot: Robot, interface: str, domain: int, count: int,
-                period: float = STATE_PERIOD_S, pm_qos: bool = True) -> dict[str, float]:
+                period: float = STATE_PERIOD_S, pm_qos: bool = True,
+                prewarm_us: float = PREWARM_US, pin: bool = True,
+                robot_prewarm_us: float = 0.0) -> dict[str, float]:
+    """State-to-command latency seen by the robot stand-in; the node's real-time settings
+    (PM QoS, pre-warming, a CPU of its own) can be switched off one by one."""
     dds.use_loopback()
+    cpus = os.sched_getaffinity(0)
+    pin = pin and {NODE_CPU, ROBOT_CPU} <= cpus
+    if pin:  # before the transport: Cyclone's threads inherit the affinity (as deploy() does)
+        os.sched_setaffinity(0, {NODE_CPU})
     node = prepare(policy, robot, dds.Transport(domain_id=domain),
                    {"trigger": "state", "interface": interface,
                     "safety": {"soft_start_s": 0.0, "watchdog_periods": 1000},
                     "status_period_s": 1000.0,
-                    "cpu_dma_latency_us": 0 if pm_qos else None})
+                    "cpu_dma_latency_us": 0 if pm_qos else None, "prewarm_us": prewarm_us,
+                    "cpu": NODE_CPU if pin else None})
     stop = threading.Event()
     summary: dict = {}
     thread = threading.Thread(target=lambda: summary.update(run(node, None, stop)), daemon=True)
@@ -251,14 +286,17 @@ def dds_latency(policy: Path, robot: Robot, interface: str, domain: int, count: 
         out = subprocess.run(
             [sys.executable, __file__, "--robot-process", "--robot-dir", str(robot.directory),
              "--interface", interface, "--domain", str(domain), "--count", str(count),
-             "--period", str(period)],
+             "--period", str(period), "--robot-prewarm-us", str(robot_prewarm_us)]
+            + (["--robot-cpu", str(ROBOT_CPU)] if pin else []),
             env=env, capture_output=True, text=True, timeout=300, check=True).stdout
     finally:
         stop.set()
         thread.join(timeout=10)
+        os.sched_setaffinity(0, cpus)
     robot_side = json.loads(out.strip().splitlines()[-1])
     loop = summary.get("loop", {})  # the node's own time per cycle (take, compute, publish)
     return {**robot_side, "pm_qos_applied": pm_qos and not summary.get("realtime_warnings"),
+            "pinned": pin,
             "node_cycle_p50_us": round(loop.get("latency_p50_us", float("nan")), 1),
             "node_cycle_p99_us": round(loop.get("latency_p99_us", float("nan")), 1)}
 
@@ -276,6 +314,8 @@ def main() -> None:
     p.add_argument("--domain", type=int, default=40, help=argparse.SUPPRESS)
     p.add_argument("--count", type=int, default=2000, help=argparse.SUPPRESS)
     p.add_argument("--period", type=float, default=0.002, help=argparse.SUPPRESS)
+    p.add_argument("--robot-prewarm-us", type=float, default=0.0, help=argparse.SUPPRESS)
+    p.add_argument("--robot-cpu", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.robot_process:
         return robot_process(args)
@@ -339,26 +379,29 @@ def main() -> None:
         result[f"{prefix}_node_cycle_p99_us"] = d["node_cycle_p99_us"]
     result["dds_state_period_ms"] = STATE_PERIOD_S * 1e3
     result["dds_pm_qos_applied"] = generic["pm_qos_applied"]
+    result["dds_pinned"] = generic["pinned"]
+    result["dds_prewarm_us"] = PREWARM_US
     print(f"DDS state -> command over loopback, {legged.name} generic (JointState + Imu -> "
           f"Float64MultiArray), state every {STATE_PERIOD_S * 1e3:g} ms: p50 {generic['p50']} "
           f"us, p99 {generic['p99']} us, max {generic['max']} us ({generic['samples']} "
-          f"samples; PM QoS {'on' if generic['pm_qos_applied'] else 'refused'})")
+          f"samples; PM QoS {'on' if generic['pm_qos_applied'] else 'refused'}, pre-warm "
+          f"{PREWARM_US:g} us, {'pinned' if generic['pinned'] else 'not pinned'})")
     print(f"DDS state -> command over loopback, {legged.name} native (LowState -> LowCmd): "
           f"p50 {native['p50']} us, p99 {native['p99']} us, max {native['max']} us; node's "
           f"own cycle p50 {generic['node_cycle_p50_us']} / {native['node_cycle_p50_us']} us "
           "(generic / native)")
-    # how the figure depends on the state rate (an idle CPU's caches cool down between
-    # states) and on the PM QoS request; generic interface
+    # the 20 ms figure with one of the node's settings off at a time, and the state rates
     sweep = []
-    for i, period in enumerate(SWEEP_PERIODS_S):
-        for pm_qos in (True, False):
-            d = dds_latency(legged_path, legged, "generic", 43 + 2 * i + int(pm_qos),
-                            count // 2, period=period, pm_qos=pm_qos)
-            sweep.append({"period_ms": period * 1e3, "pm_qos": pm_qos, "p50_us": d["p50"],
-                          "p99_us": d["p99"], "node_cycle_p50_us": d["node_cycle_p50_us"]})
-            print(f"  state every {period * 1e3:4g} ms, PM QoS {'on ' if pm_qos else 'off'}: "
-                  f"p50 {d['p50']:7.1f} us, p99 {d['p99']:7.1f} us, node cycle p50 "
-                  f"{d['node_cycle_p50_us']} us")
+    rows = [({"period_ms": STATE_PERIOD_S * 1e3, "settings": name}, dict(kw, period=STATE_PERIOD_S))
+            for name, kw in SETTINGS.items()]
+    rows += [({"period_ms": p * 1e3, "settings": "all"}, {"period": p}) for p in SWEEP_PERIODS_S]
+    for i, (row, kw) in enumerate(rows):
+        d = dds_latency(legged_path, legged, "generic", 43 + i, count // 2, **kw)
+        sweep.append({**row, "p50_us": d["p50"], "p99_us": d["p99"], "max_us": d["max"],
+                      "robot_write_p50_us": d["robot_write_p50_us"]})
+        print(f"  state every {row['period_ms']:4g} ms, settings {row['settings']:13s}: "
+              f"p50 {d['p50']:7.1f} us, p99 {d['p99']:7.1f} us, max {d['max']:7.1f} us; "
+              f"robot's own writes p50 {d['robot_write_p50_us']} us")
     result["dds_sweep"] = sweep
     result["loadavg_end"] = round(os.getloadavg()[0], 2)
     result["targets"] = {"cycle_p99_us": 200, "jitter_50hz_p99_us": 500, "dds_p99_us": 1000}

@@ -21,7 +21,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from deploy.loop import cpu_latency_request, run_loop, run_triggered, set_realtime
+from deploy.loop import (
+    cpu_latency_request,
+    pin_process,
+    run_loop,
+    run_triggered,
+    set_realtime,
+)
 from deploy.node import DeployError, DeployNode, NodeConfig
 from deploy.policy import OnnxPolicy
 from deploy.runner import PolicyRunner
@@ -107,7 +113,8 @@ def run(node: DeployNode, max_cycles: int | None = None,
         try:
             if cfg.trigger == "state":
                 primary = node.subs[node.state_keys[0]]
-                stats = run_triggered(cycle, primary.wait, 1.0 / node.rate_hz, max_cycles)
+                stats = run_triggered(cycle, primary.wait, 1.0 / node.rate_hz, max_cycles,
+                                      warm=node.warm_steps(), prewarm_s=cfg.prewarm_us * 1e-6)
             else:
                 stats = run_loop(cycle, node.rate_hz, max_cycles, spin_s=cfg.spin_us * 1e-6)
         finally:
@@ -133,6 +140,8 @@ def deploy(policy: str | Path, robot: Robot | str | Path,
     policy_obj = OnnxPolicy(policy)
     robot_obj = robot if isinstance(robot, Robot) else load_robot_dir(robot)
     PolicyRunner(policy_obj, robot_obj)  # refuse a mismatched contract before any network
+    if cfg.cpu is not None:  # before the transport, so that its threads (DDS receive) inherit
+        pin_process(cfg.cpu)  # the CPU too; run() reports a refusal
     bus = make_transport(transport, domain_id, network)
     try:
         node = prepare(policy_obj, robot_obj, bus, cfg)

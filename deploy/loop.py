@@ -29,12 +29,13 @@ import ctypes
 import ctypes.util
 import errno
 import gc
+import itertools
 import logging
 import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
@@ -112,6 +113,16 @@ def cpu_latency_request(max_us: int | None,
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def pin_process(cpu: int) -> bool:
+    """Pin the calling thread, and the threads it starts from now on, to `cpu`; False where
+    not permitted (set_realtime, called after, reports it)."""
+    try:
+        os.sched_setaffinity(0, {cpu})
+    except (OSError, AttributeError):
+        return False
+    return True
 
 
 def set_realtime(cpu: int | None = None, fifo_priority: int | None = None) -> list[str]:
@@ -314,20 +325,30 @@ def run_loop(cycle: Callable[[int], bool], rate_hz: float, max_cycles: int | Non
 def run_triggered(cycle: Callable[[int], bool], wait: Callable[[float], bool], timeout_s: float,
                   max_cycles: int | None = None,
                   clock: Callable[[], float] = time.perf_counter,
-                  hints: bool = True) -> LoopStats:
+                  hints: bool = True, warm: Sequence[Callable[[], None]] = (),
+                  prewarm_s: float = 0.0) -> LoopStats:
     """Call `cycle(k)` as soon as `wait` reports input, or after `timeout_s` without any (the
     cycle then sees stale input): the robot's messages pace the loop (lock-step). Latency is
     recorded per cycle; jitter does not apply; a timed-out wait counts as a deadline miss.
-    `hints`: `wakeup_hints()` for the loop's thread (a short slice wakes it sooner on input)."""
+    `hints`: `wakeup_hints()` for the loop's thread (a short slice wakes it sooner on input).
+    `warm`, `prewarm_s`: the next input is expected one period (`timeout_s`) after the last;
+    from `prewarm_s` before then, run the `warm` steps in turn and poll between them instead
+    of blocking (the cycle then finds its code and data in the caches)."""
     stats = LoopStats()
     with wakeup_hints() if hints else nullcontext():
         gc_was_enabled = gc.isenabled()
         gc.disable()
+        woke = clock()
         try:
             while max_cycles is None or stats.cycles < max_cycles:
-                if not wait(timeout_s):
+                if not warm or prewarm_s <= 0:
+                    got = wait(timeout_s)
+                else:
+                    got = _warm_wait(wait, warm, clock, woke + timeout_s - prewarm_s,
+                                     clock() + timeout_s)
+                if not got:
                     stats.deadline_misses += 1
-                start = clock()
+                start = woke = clock()
                 keep_going = cycle(stats.cycles)
                 stats.latency.add((clock() - start) * 1e6)
                 stats.cycles += 1
@@ -339,3 +360,18 @@ def run_triggered(cycle: Callable[[int], bool], wait: Callable[[float], bool], t
             if gc_was_enabled:
                 gc.enable()
     return stats
+
+
+def _warm_wait(wait: Callable[[float], bool], warm: Sequence[Callable[[], None]],
+               clock: Callable[[], float], warm_from: float, deadline: float) -> bool:
+    """Block until `warm_from`, then run the `warm` steps in turn with a non-blocking poll
+    after each, until input or `deadline`; True on input."""
+    if wait(max(0.0, min(warm_from, deadline) - clock())):
+        return True
+    for step in itertools.cycle(warm):
+        if clock() >= deadline:
+            return False
+        step()
+        if wait(0.0):
+            return True
+    return False

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from deploy import codecs
 from deploy.arm import ArmGeneric, orientation_command, pose_signals
@@ -112,6 +112,18 @@ class NodeConfig(BaseModel):
         default=None, ge=0, description="PM QoS: keep CPUs out of idle states slower than "
         "this to leave while the node runs (0: poll when idle); needs write access to "
         "/dev/cpu_dma_latency, else a warning (deploy/loop.py cpu_latency_request)")
+    prewarm_us: float = Field(
+        default=0.0, ge=0, description="trigger 'state': for this long before each expected "
+        "state, wait actively, re-running the last cycle's work without side effects (decode, "
+        "inference, encode) so that the cycle finds its code and data in the CPU's caches; "
+        "costs that much CPU time per period (deploy/loop.py run_triggered)")
+
+    @model_validator(mode="after")
+    def _prewarm_needs_state_trigger(self) -> NodeConfig:
+        if self.prewarm_us > 0 and self.trigger != "state":
+            raise ValueError(f"prewarm_us: {self.prewarm_us:g} needs trigger: state (a timer "
+                             "loop knows its deadline and spins for spin_us instead)")
+        return self
 
 
 INTERFACES = {"quadrotor": (QuadGeneric, Px4Native), "legged": (JointGeneric, Go2Native),
@@ -241,6 +253,7 @@ class DeployNode:
         self._status_every = max(1, round(cfg.status_period_s * self.rate_hz))
         self._last_error = ""
         self._fresh_times: deque[float] = deque(maxlen=RATE_WINDOW)
+        self._last_msgs: dict[str, Any] = {}  # the newest state message per topic (warm)
         log.info("node up: robot %s, %s interface over %s, %g Hz, topics %s", robot.name,
                  cfg.interface, transport.name, self.rate_hz,
                  {k: v for k, v in self.topics.items()})
@@ -303,6 +316,7 @@ class DeployNode:
                     continue
                 fresh.add(key)
                 self._seen.add(key)
+                self._last_msgs[key] = msgs[-1]
             elif key == "estop":
                 self._estop([bool(msg.data) for msg in msgs])
             elif key == "estop_reset":
@@ -402,6 +416,35 @@ class DeployNode:
         if self.cycles % self._status_every == 0:
             log.info(self.status_line())
         return True
+
+    def warm_steps(self) -> list[Callable[[], None]]:
+        """The last cycle's decode, inference and encode (to CDR bytes) again, as separate
+        steps, results dropped and the interface's counters kept: on a CPU that other work
+        shares, caches go cold while the node waits for state, and a cold cycle costs several
+        times a warm one (bench/deploy_latency.py). The loop runs them while it waits for an
+        expected state, polling for it between steps (deploy/loop.py run_triggered)."""
+        return [self._warm_decode, self.runner.warm, self._warm_encode]
+
+    def _warm_decode(self) -> None:
+        kept = dict(vars(self.interface))  # decode rebinds counters and the held pose
+        try:
+            for key, msg in self._last_msgs.items():
+                self.interface.decode(key, msg)
+        except ValueError:
+            pass  # poll() already reported it
+        finally:
+            vars(self.interface).update(kept)
+
+    def _warm_encode(self) -> None:
+        if self.last_command is None:
+            return
+        kept = dict(vars(self.interface))
+        try:
+            for _, msg in self.interface.encode(self.last_command, self.safety.mode,
+                                                self.signals):
+                msg.serialize()
+        finally:
+            vars(self.interface).update(kept)
 
     def _check_state_rate(self) -> None:
         """trigger 'state' runs one cycle per state message: a robot publishing faster than

@@ -25,13 +25,21 @@ class PolicyRunner:
                                           dt=1.0 / self.contract.control_rate_hz)
         self.mapper = ActionMapper(self.contract.action)
         self.last_action = np.zeros((batch, self.contract.action_dim), dtype=np.float32)
+        self.last_obs: np.ndarray | None = None  # what `warm()` re-infers
 
     def act(self, signals: Signals) -> tuple[np.ndarray, np.ndarray]:
         """(clipped policy action, actuator command) for this period's signals."""
         obs = self.builder.build({**signals, "last_action": self.last_action})
+        self.last_obs = obs
         action = self.mapper.clip(self.policy(obs))
         self.last_action = action
         return action, self.mapper.from_clipped(action)
+
+    def warm(self) -> None:
+        """Infer on the last observation and drop the result: no state changes; keeps the
+        inference path in the CPU's caches (deploy/node.py `warm`)."""
+        if self.last_obs is not None:
+            self.policy(self.last_obs)
 
     def reset(self, mask: np.ndarray | None = None) -> None:
         """Start over (rows in `mask`, or all): no history, no last action."""

@@ -66,6 +66,53 @@ def test_triggered_loop_runs_on_input_and_counts_timeouts():
     assert seen == [0.02] * 6
 
 
+def test_prewarm_blocks_until_shortly_before_the_expected_input_then_warms_and_polls():
+    from deploy.loop import run_triggered
+
+    t = [0.0]  # a scripted clock: each warm step costs 100 us
+    arrive = [0.0195, 0.0395]  # the second input comes 0.5 ms after the first was expected
+    waits, steps = [], []
+
+    def clock():
+        return t[0]
+
+    def wait(timeout_s):
+        waits.append((round(t[0], 6), round(timeout_s, 6)))
+        due = next((a for a in arrive if a > t[0] - 1e-12), None)
+        if due is not None and due <= t[0] + timeout_s + 1e-12:
+            t[0] = max(t[0], due)
+            arrive.remove(due)
+            return True
+        t[0] += timeout_s
+        return False
+
+    def step(name):
+        def run():
+            steps.append((name, round(t[0], 6)))
+            t[0] += 1e-4
+        return run
+
+    def cycle(k):
+        t[0] += 5e-4  # the cycle's own time
+        return True
+
+    stats = run_triggered(cycle, wait, 0.02, max_cycles=3, clock=clock, hints=False,
+                          warm=[step("a"), step("b")], prewarm_s=0.001)
+    # first wait: blocks until 1 ms before one period after the start, then warms (a, b, a,
+    # ...) polling after each step; the input came at 19.5 ms, in the warm window
+    assert waits[0] == (0.0, 0.019)
+    assert [n for n, _ in steps[:3]] == ["a", "b", "a"]
+    assert all(0.019 <= at < 0.0195 for _, at in steps[:5])
+    assert stats.deadline_misses == 1  # no third input: warmed until the period ran out
+    assert all(w[1] == 0.0 for w in waits[1:] if w[0] > 0.038 and w[0] < 0.0395)
+    # without prewarm the same loop blocks for whole periods and never warms
+    steps.clear()
+    arrive[:] = [0.0195]
+    run_triggered(cycle, wait, 0.02, max_cycles=1, clock=clock, hints=False,
+                  warm=[step("a")], prewarm_s=0.0)
+    assert steps == []
+
+
 def test_spinning_wakes_on_the_deadline_not_after_it():
     clock = FakeClock()
     sleeps = []

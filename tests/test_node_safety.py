@@ -262,3 +262,45 @@ def test_state_trigger_refuses_a_robot_that_publishes_faster_than_the_policy(leg
         timer.step(sig)
         timer.clock.t -= 0.9 * period
     assert timer.node.safety.mode is Mode.RUN
+
+
+def test_warm_steps_change_nothing_the_node_or_robot_can_see(legbot, legbot_policy):
+    rig = Rig(legbot, legbot_policy, interface="native", trigger="state",
+              safety={"soft_start_s": 0.0})
+    sig = standing_signals(legbot)
+    for _ in range(5):
+        rig.step(sig)
+    bad = rig.side.state_messages(sig)[0][1]
+    bad.crc ^= 1  # a corrupted message: decoding it counts a CRC error, once
+    rig.state["lowstate"].write(bad)
+    rig.node.cycle()
+    rig.commands["lowcmd"].take()
+    node, interface = rig.node, rig.node.interface
+    before = (interface.crc_errors, node.published, node.cycles, node.safety.mode,
+              node.runner.last_action.copy(), node.last_command.copy(), dict(vars(interface)))
+    for _ in range(3):
+        for step in node.warm_steps():
+            step()
+    assert rig.commands["lowcmd"].take() == []  # nothing written
+    after = (interface.crc_errors, node.published, node.cycles, node.safety.mode,
+             node.runner.last_action, node.last_command, vars(interface))
+    assert after[:4] == before[:4] and before[0] == 1
+    assert np.array_equal(after[4], before[4]) and np.array_equal(after[5], before[5])
+    assert after[6].keys() == before[6].keys()
+    assert all(after[6][k] is before[6][k] for k in before[6])
+    # and the next cycle commands what it would have without the warm steps
+    twin = Rig(legbot, legbot_policy, interface="native", trigger="state",
+               safety={"soft_start_s": 0.0})
+    for _ in range(5):
+        twin.step(sig)
+    twin.state["lowstate"].write(bad)
+    twin.node.cycle()
+    twin.commands["lowcmd"].take()
+    a, b = rig.step(sig), twin.step(sig)
+    assert np.array_equal(a["q"], b["q"]) and np.array_equal(a["kp"], b["kp"])
+
+
+def test_prewarm_is_refused_without_the_state_trigger():
+    with pytest.raises(ValueError, match="prewarm_us: 300 needs trigger: state"):
+        NodeConfig(prewarm_us=300)
+    assert NodeConfig(prewarm_us=300, trigger="state").prewarm_us == 300

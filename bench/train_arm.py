@@ -66,7 +66,8 @@ def main() -> None:
             return False
         start = time.perf_counter()
         path = export_onnx(runner.exportable_actor(), runner.env.contract(), tmp / "policy.onnx")
-        result = evaluate(path, episodes=args.episodes, seed=10_000 + runner.iteration)
+        result = evaluate(path, episodes=args.episodes, seed=10_000 + runner.iteration,
+                          task_config=runner.env.cfg.model_dump(mode="json"))
         eval_s += time.perf_counter() - start
         row = {"iteration": runner.iteration, "env_steps": runner.env_steps,
                "wall_s": round(runner.wall_s, 2), "success_rate": result["success_rate"],

@@ -155,7 +155,8 @@ def _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress, 
         policy_path = export(run_dir / "checkpoints" / "latest.pt", run_dir / "policy.onnx")
         t0 = time.perf_counter()
         result = evaluate(policy_path, task, episodes=eval_episodes,
-                          seed=config["seed"] + 10_000, robot=config["robot"])
+                          seed=config["seed"] + 10_000, robot=config["robot"],
+                          task_config=config["task_config"])
     summary = {
         "task": task, "algo": config["algo"], "seed": config["seed"],
         "env_steps": runner.env_steps, "wall_s": round(runner.wall_s, 2),
@@ -222,10 +223,13 @@ def export(checkpoint: str | Path, out: str | Path) -> Path:
 
 
 def evaluate(policy: str | Path, task: str | None = None, episodes: int = 100,
-             seed: int = 0, robot: str | None = None) -> dict[str, Any]:
+             seed: int = 0, robot: str | None = None,
+             task_config: dict[str, Any] | None = None) -> dict[str, Any]:
     """Run an ONNX policy through the deploy runtime against the simulator (on `robot`, a
     registered name or a robot folder such as a calibrated run's RUN_DIR/robot; default the
-    task's)."""
+    task's), built with `task_config` (the run's, from its config.yaml; default the task's
+    defaults) less its training-only settings. Refuses a policy whose contract (observations,
+    action mapping, rate, commands) differs from the evaluation environment's."""
     from deploy.policy import OnnxPolicy
     from simreal.evaluate import run_episodes
 
@@ -234,7 +238,47 @@ def evaluate(policy: str | Path, task: str | None = None, episodes: int = 100,
     if task is not None and task != contract.task:
         raise ContractError(f"{policy}: policy was trained for task {contract.task!r}, "
                             f"not {task!r}")
-    env = make_env(contract.task, min(episodes, 2048), seed, robot=robot)
+    cfg = evaluation_config(contract.task, task_config)
+    env = make_env(contract.task, min(episodes, 2048), seed, cfg, robot=robot)
     contract.check(env.robot)
+    check_task_contract(contract, env.contract(), str(policy), from_defaults=not task_config)
     result = run_episodes(env, onnx_policy, episodes)
     return {"task": contract.task, "policy": str(policy), **result}
+
+
+def evaluation_config(task: str, task_config: dict[str, Any] | None) -> dict[str, Any]:
+    """`task_config` without the settings its config class marks `train_only` (a start-state
+    curriculum, staggered starts): evaluation measures the task as defined."""
+    fields = get_task(task).config_class.model_fields
+    return {k: v for k, v in (task_config or {}).items()
+            if not ((fields[k].json_schema_extra or {}) if k in fields else {}).get("train_only")}
+
+
+def check_task_contract(policy, env, source: str, from_defaults: bool = False) -> None:
+    """The policy's contract against the environment's: a policy trained with another action
+    scale or observation set would be evaluated on the wrong interface, silently."""
+    keys = ("actuators", "observations", "action", "control_rate_hz", "commands")
+    mine, theirs = policy.model_dump(include=set(keys)), env.model_dump(include=set(keys))
+    problems = [f"{key}: policy {mine[key]} vs environment {theirs[key]}"
+                for key in keys if mine[key] != theirs[key]]
+    if problems:
+        hint = (" (built from the task's defaults: pass the run's task configuration, "
+                "`simreal eval --task-config RUN_DIR/config.yaml`)" if from_defaults else "")
+        raise ContractError(f"{source}: the policy's contract differs from the evaluation "
+                            f"environment's{hint}:\n  " + "\n  ".join(problems))
+
+
+def load_task_config(path: str | Path) -> dict[str, Any]:
+    """A task configuration from YAML: a run's config.yaml (its `task_config`) or a mapping of
+    the task's settings."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"{path}: cannot read a task configuration: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("task_config"), dict):
+        return data["task_config"]
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a task configuration is a mapping of the task's settings "
+                         "(or a run's config.yaml)")
+    return data

@@ -68,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.add_argument("--robot", help="robot name or folder (a calibrated run's RUN_DIR/robot); "
                                    "default: the task's")
+    v.add_argument("--task-config", metavar="YAML",
+                   help="the task's settings the policy was trained with: a run's config.yaml "
+                        "or a mapping (default: the task's defaults; training-only settings "
+                        "are dropped)")
 
     w = sub.add_parser("play", help="watch an ONNX policy: the viewer, or a video where "
                                      "there is no display")
@@ -280,7 +284,9 @@ def _run(args: argparse.Namespace) -> int:
 
         print(json.dumps(play(args.policy, args.task, args.video, args.episodes, args.seed)))
     elif args.command == "eval":
-        result = api.evaluate(args.policy, args.task, args.episodes, args.seed, args.robot)
+        task_config = api.load_task_config(args.task_config) if args.task_config else None
+        result = api.evaluate(args.policy, args.task, args.episodes, args.seed, args.robot,
+                              task_config)
         if args.json:
             print(json.dumps(result))
         else:

@@ -45,13 +45,21 @@ TRAIN_DEFAULTS: dict[str, Any] = {
 }
 
 
+# settings that shape training alone: `simreal eval` and the end-of-training evaluation drop
+# them (simreal/api.py evaluation_config)
+TRAIN_ONLY = {"train_only": True}
+
+
 class CubeConfig(_Cfg):
     half_size: Range = (0.02, 0.03)  # m: edges of 4 to 6 cm (the fingers open to 8 cm)
     mass: Range = (0.05, 0.3)  # kg
     friction: Range = (0.5, 1.2)
     x: Range = (0.4, 0.6)  # m, base frame
     y: Range = (-0.15, 0.15)
-    yaw: float = Field(default=math.pi / 4, ge=0, le=math.pi)  # a cube repeats every pi/2
+    # a cube repeats every pi/2; within +-15 degrees the open hand (8 cm) passes around every
+    # cube (at most 2 x 3 cm x (cos 15 + sin 15) = 7.3 cm) without turning the wrist, which
+    # still helps; +-45 degrees needs the wrist aligned for the larger cubes
+    yaw: float = Field(default=math.pi / 12, ge=0, le=math.pi)
 
 
 class EstimatorConfig(_Cfg):
@@ -67,6 +75,7 @@ class LiftReward(_Cfg):
     """Per step, d the tool-to-cube distance, e the cube's distance from the commanded
     height: -reach_linear d + reach (1 - tanh(d / reach_scale))
     + reach_fine (1 - tanh(d / reach_fine_scale))
+    + open_far [d > open_distance] (finger opening / full opening)
     + grasp [both fingers pressing on the cube, near the tool] + lift [lifted]
     + lifted (goal_coarse (1 - tanh(e / goal_coarse_scale)) + goal (1 - tanh(e / goal_scale)))
     - action_rate |da|^2 - joint_vel |qdot|^2."""
@@ -77,6 +86,10 @@ class LiftReward(_Cfg):
     reach_scale: float = 0.2  # m
     reach_fine: float = 1.0
     reach_fine_scale: float = 0.03  # m
+    # an open hand on the way to the cube, so that it arrives ready to pass around it (with
+    # a random gripper the hand came half-closed and pressed on the cube's top)
+    open_far: float = 0.5
+    open_distance: float = 0.05  # m
     # holding and lifting pay a few times what reaching does, not ten times: with larger
     # weights the grasped starts' returns swamped the batch's advantages and the approach
     # from the default pose was not learned (measured, 2.5M steps: the hand hovered away)
@@ -109,13 +122,13 @@ class LiftConfig(ArmConfig):
     # `above_height` above its centre (inverse kinematics), and the fraction that start with
     # the fingers closed on the cube resting on the table; so that grasping and lifting are
     # learned while the approach is
-    above_start: float = Field(default=0.0, ge=0, le=1)
-    above_height: Range = (0.0, 0.1)  # m
-    grasped_start: float = Field(default=0.0, ge=0, le=1)
+    above_start: float = Field(default=0.0, ge=0, le=1, json_schema_extra=TRAIN_ONLY)
+    above_height: Range = Field(default=(0.0, 0.1), json_schema_extra=TRAIN_ONLY)  # m
+    grasped_start: float = Field(default=0.0, ge=0, le=1, json_schema_extra=TRAIN_ONLY)
     # training only: a full reset (the first) draws each env's elapsed episode time, so that
     # episodes end at staggered times and a rollout mixes every phase of an episode (all
     # envs starting together make each rollout one phase: the grasp, or the long hold)
-    stagger_start: bool = False
+    stagger_start: bool = Field(default=False, json_schema_extra=TRAIN_ONLY)
     cube: CubeConfig = CubeConfig()
     estimator: EstimatorConfig = EstimatorConfig()
     reward: LiftReward = LiftReward()
@@ -245,8 +258,10 @@ class ArmLift(ArmTask):
         goal_err = (obj[:, 2] - target).abs()
         action_rate = (self.last_action - self.prev_action).square().sum(-1)
         joint_vel = r["joint_vel"][:, :7].square().sum(-1)
+        open_far = (dist > w.open_distance) * opening / self.upper[NUM_ARM_JOINTS]
         reward = (-w.reach_linear * dist + w.reach * (1 - torch.tanh(dist / w.reach_scale))
                   + w.reach_fine * (1 - torch.tanh(dist / w.reach_fine_scale))
+                  + w.open_far * open_far
                   + w.grasp * grasped.float() + w.lift * lifted
                   + lifted * (w.goal_coarse * (1 - torch.tanh(goal_err / w.goal_coarse_scale))
                               + w.goal * (1 - torch.tanh(goal_err / w.goal_scale)))

@@ -1,0 +1,64 @@
+"""`simreal eval` builds the environment the policy was trained on, or refuses: a policy
+trained with another action scale must not be scored on the task's default interface."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+
+from deploy.contract import ContractError
+from simreal.api import evaluate, evaluation_config, load_task_config, make_env
+from simreal.cli import main
+from train.export import export_onnx
+
+SCALE = [0.5] * 7 + [0.05]  # arm-reach's default is larger on every joint
+
+
+@pytest.fixture(scope="module")
+def scaled_policy(tmp_path_factory):
+    """A zero-action arm-reach policy exported from an env with a non-default action scale."""
+    contract = make_env("arm-reach", 1, 0, {"action_scale": SCALE}).contract()
+
+    class Zero(torch.nn.Module):
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return obs[:, :contract.action_dim] * 0.0
+
+    return export_onnx(Zero(), contract, tmp_path_factory.mktemp("scaled") / "p.onnx")
+
+
+def test_eval_refuses_a_policy_whose_action_scale_differs_from_the_task_defaults(
+        scaled_policy):
+    with pytest.raises(ContractError) as err:
+        evaluate(scaled_policy, episodes=2)
+    text = str(err.value)
+    assert str(scaled_policy) in text and "action: policy" in text
+    assert "--task-config RUN_DIR/config.yaml" in text
+
+
+def test_eval_with_the_runs_task_config_runs(scaled_policy, tmp_path, capsys):
+    run_config = tmp_path / "config.yaml"
+    run_config.write_text(yaml.safe_dump({"task": "arm-reach",
+                                          "task_config": {"action_scale": SCALE}}))
+    out = evaluate(scaled_policy, episodes=2, task_config=load_task_config(run_config))
+    assert out["episodes"] == 2 and out["success_rate"] == 0.0  # zero action: no reaching
+    assert main(["eval", str(scaled_policy), "--episodes", "2", "--json",
+                 "--task-config", str(run_config)]) == 0
+    assert '"episodes": 2' in capsys.readouterr().out.strip().splitlines()[-1]
+    # a configuration that does not match the policy is refused naming what differs
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"action_scale": [0.4] * 7 + [0.05]}))
+    assert main(["eval", str(scaled_policy), "--episodes", "2",
+                 "--task-config", str(bad)]) != 0
+    assert "action: policy" in capsys.readouterr().err
+
+
+def test_training_only_settings_are_dropped_for_evaluation(tmp_path):
+    cfg = {"grasped_start": 0.2, "above_start": 0.3, "stagger_start": True,
+           "above_height": [0.0, 0.1], "episode_s": 4.0}
+    assert evaluation_config("arm-lift", cfg) == {"episode_s": 4.0}
+    assert evaluation_config("arm-lift", None) == {}
+    path = tmp_path / "list.yaml"
+    path.write_text("- 1\n")
+    with pytest.raises(ValueError, match="list.yaml: a task configuration is a mapping"):
+        load_task_config(path)

@@ -30,10 +30,9 @@ from robots.kinematics import quat_mul
 from sim.tasks.arm_base import NUM_ARM_JOINTS, ArmConfig, ArmTask, Range, _Cfg, solve_ik
 from sim.tasks.arm_reach import DOWN
 
-# what `simreal train arm-lift` uses unless told otherwise (2 cores). Not solved yet: these
-# settings gave 0.2% success from the default pose (grasp rate 6.6%) after 10.8M steps
-# (1863 s; the grasp check fixed only for the last 3.8M), while from grasped starts alone PPO
-# learns to hold and lift within 1M steps. The step budget is unmeasured.
+# what `simreal train arm-lift` uses unless told otherwise (2 cores). Not solved yet: with
+# these settings PPO reached 23% success from the default pose (grasp rate 75%) after 18M steps
+# (3144 s, seed 0, bench/train_arm.py), still rising (6% at 16.4M, 14% at 17.0M, 22% at 17.7M).
 TRAIN_DEFAULTS: dict[str, Any] = {
     "algo": "ppo",
     "ppo": {"envs": 512, "steps": 20_000_000,

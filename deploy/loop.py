@@ -128,11 +128,8 @@ def pin_process(cpu: int) -> bool:
 def set_realtime(cpu: int | None = None, fifo_priority: int | None = None) -> list[str]:
     """Pin to a CPU and/or use SCHED_FIFO; returns warnings for what was not permitted."""
     warnings = []
-    if cpu is not None:
-        try:
-            os.sched_setaffinity(0, {cpu})
-        except (OSError, AttributeError) as exc:
-            warnings.append(f"CPU affinity {cpu} not applied: {exc}")
+    if cpu is not None and not pin_process(cpu):
+        warnings.append(f"CPU affinity {cpu} not applied: not permitted or no such CPU")
     if fifo_priority is not None:
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(fifo_priority))

@@ -22,7 +22,8 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from typing import Any, Literal
 
 import numpy as np
@@ -425,26 +426,27 @@ class DeployNode:
         expected state, polling for it between steps (deploy/loop.py run_triggered)."""
         return [self._warm_decode, self.runner.warm, self._warm_encode]
 
-    def _warm_decode(self) -> None:
-        kept = dict(vars(self.interface))  # decode rebinds counters and the held pose
+    @contextmanager
+    def _interface_kept(self) -> Iterator[None]:
+        """Decode and encode rebind the interface's counters and held pose: restore them."""
+        kept = dict(vars(self.interface))
         try:
-            for key, msg in self._last_msgs.items():
-                self.interface.decode(key, msg)
-        except ValueError:
-            pass  # poll() already reported it
+            yield
         finally:
             vars(self.interface).update(kept)
+
+    def _warm_decode(self) -> None:
+        with self._interface_kept(), suppress(ValueError):  # poll() already reported it
+            for key, msg in self._last_msgs.items():
+                self.interface.decode(key, msg)
 
     def _warm_encode(self) -> None:
         if self.last_command is None:
             return
-        kept = dict(vars(self.interface))
-        try:
+        with self._interface_kept():
             for _, msg in self.interface.encode(self.last_command, self.safety.mode,
                                                 self.signals):
                 msg.serialize()
-        finally:
-            vars(self.interface).update(kept)
 
     def _check_state_rate(self) -> None:
         """trigger 'state' runs one cycle per state message: a robot publishing faster than

@@ -14,7 +14,7 @@ else lost. The completeness check states, per topic: sent = received + dropped b
 in the link at the stop + unconnected + superseded + unrecorded (+ lost, which must be 0), and
 logged (in the MCAP) = sent.
 
-Standing checks, beside the scenario's own (hover, velocity):
+Standing checks, beside the scenario's own (hover, velocity, reach):
 - limits: every command the node sent is inside the robot's limits (joint position ranges,
   rotor speed 0..1, Unitree gains no higher than the contract's or the damping gain, finite or
   PX4's NaN "stop"); PD torque at command time is reported as a figure;
@@ -505,10 +505,10 @@ def _rotate_inverse(q: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 
 def command_at(setup: Any, what: str, t: np.ndarray) -> np.ndarray:
-    """The scenario's command (velocity or position) in force at each scenario time."""
+    """The scenario's command (velocity, position or pose) in force at each scenario time."""
     cmds = sorted((c.at_s, getattr(c, what)) for c in setup.scenario.commands
                   if getattr(c, what) is not None)
-    out = np.full((len(t), 3), np.nan)
+    out = np.full((len(t), len(cmds[0][1]) if cmds else 3), np.nan)
     for at, v in cmds:
         out[t >= at] = v
     return out
@@ -548,7 +548,33 @@ def expectations(setup: Any, truth: dict[str, np.ndarray]) -> tuple[list[dict], 
                        "statement": f"mean |command - base velocity| (xy) over "
                                     f"{v.from_s:g}-{v.to_s:g} s: {_fmt(mean)} m/s (limit "
                                     f"{v.max_mean_error:g} m/s)"})
+    if ex.reach is not None:
+        checks.append(_reach(ex.reach, setup, truth, metrics))
     return checks, metrics
+
+
+def _reach(r: Any, setup: Any, truth: dict[str, np.ndarray], metrics: dict) -> dict[str, Any]:
+    """An arm's tool (its ground truth) against the commanded pose over the window: the
+    largest position error and rotation angle, each within its limit."""
+    t = truth["t"]
+    sel = (t >= r.from_s) & (t <= r.to_s)
+    target = command_at(setup, "pose", t)[sel]
+    err = np.linalg.norm(truth["position"][sel] - target[:, :3], axis=1)
+    dot = np.abs((truth["orientation"][sel] * target[:, 3:]).sum(axis=1)).clip(max=1.0)
+    angle = np.degrees(2 * np.arccos(dot))  # NaN where no pose was commanded yet: fails
+    ok = bool(sel.any()) and bool(np.all(err < r.max_position_error_m)) and \
+        bool(np.all(angle < r.max_angle_deg))
+    m_ = {"window_s": [r.from_s, r.to_s], "samples": int(sel.sum()),
+          "max_position_error_m": float(err.max()) if err.size else None,
+          "mean_position_error_m": float(err.mean()) if err.size else None,
+          "max_angle_deg": float(angle.max()) if angle.size else None,
+          "mean_angle_deg": float(angle.mean()) if angle.size else None}
+    metrics["reach"] = m_
+    return {"name": "reach", "passed": ok,
+            "statement": f"tool pose error over {r.from_s:g}-{r.to_s:g} s: max "
+                         f"{_fmt(m_['max_position_error_m'])} m (limit "
+                         f"{r.max_position_error_m:g} m), max {_fmt(m_['max_angle_deg'])} deg "
+                         f"(limit {r.max_angle_deg:g} deg)"}
 
 
 def _fmt(x: float | None) -> str:

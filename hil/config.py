@@ -11,6 +11,7 @@ A scenario says what the run does and what it must show:
     commands:                  # timed user commands, held until the next one
       - {at_s: 1.0, velocity: [0.5, 0.0, 0.0]}   # cmd_vel: forward, lateral m/s, yaw rate
       - {at_s: 0.0, position: [0.0, 0.0, 1.0]}   # target_position setpoint (m, world)
+      - {at_s: 0.0, pose: [0.5, 0.0, 0.3, 0, 1, 0, 0]}  # an arm's target_pose: m, (w, x, y, z)
       - {at_s: 9.0, estop: true}                 # /simreal/estop; estop_reset: true resets
     pushes:                    # on the simulated robot's base, world frame
       - {at_s: 8.0, velocity: [0.3, 0.0, 0.0]}   # a change of velocity, m/s
@@ -18,6 +19,7 @@ A scenario says what the run does and what it must show:
     expect:                    # what the report checks, beside its standing checks
       hover: {from_s: 6, to_s: 10, max_error_m: 0.1}
       velocity: {from_s: 3, to_s: 13, max_mean_error: 0.15}
+      reach: {from_s: 3, to_s: 4, max_position_error_m: 0.01, max_angle_deg: 5}  # an arm's tool
 
 A fault plan says what goes wrong, seeded:
 
@@ -67,6 +69,7 @@ class _Strict(BaseModel):
 
 
 Vec3 = tuple[float, float, float]
+Pose = tuple[float, float, float, float, float, float, float]
 
 
 # --- scenario ---------------------------------------------------------------------------------
@@ -74,16 +77,20 @@ class Command(_Strict):
     at_s: float = Field(ge=0)
     velocity: Vec3 | None = Field(default=None, description="cmd_vel: vx, vy m/s, yaw rate")
     position: Vec3 | None = Field(default=None, description="target_position, m (world)")
+    pose: Pose | None = Field(default=None, description="an arm's target_pose: x, y, z (m, "
+                              "base frame), then the tool's quaternion w, x, y, z")
     estop: bool | None = None
     estop_reset: bool | None = None
 
     @model_validator(mode="after")
     def _one(self) -> Command:
-        given = [k for k in ("velocity", "position", "estop", "estop_reset")
+        given = [k for k in ("velocity", "position", "pose", "estop", "estop_reset")
                  if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of velocity, position, estop, estop_reset "
-                             f"(got {given or 'none'})")
+            raise ValueError("give exactly one of velocity, position, pose, estop, "
+                             f"estop_reset (got {given or 'none'})")
+        if self.pose is not None and abs(sum(x * x for x in self.pose[3:]) - 1.0) > 1e-3:
+            raise ValueError(f"pose: quaternion {list(self.pose[3:])} is not unit length")
         return self
 
 
@@ -119,9 +126,15 @@ class VelocityCheck(Window):
     max_mean_error: float = Field(gt=0, description="m/s, mean |command - base velocity| (xy)")
 
 
+class ReachCheck(Window):
+    max_position_error_m: float = Field(gt=0, description="tool to the commanded pose")
+    max_angle_deg: float = Field(gt=0)
+
+
 class Expect(_Strict):
     hover: HoverCheck | None = None
     velocity: VelocityCheck | None = None
+    reach: ReachCheck | None = None
 
 
 class Scenario(_Strict):
@@ -165,9 +178,20 @@ class Scenario(_Strict):
 
 
 def default_scenario(kind: str, target: Vec3 = (0.0, 0.0, 1.0),
-                     control_rate_hz: float = 100.0) -> Scenario:
-    """What `simreal hil` runs without --scenario: a hover at the trained target, or a walk
-    forward at 0.5 m/s."""
+                     control_rate_hz: float = 100.0, pose: Pose | None = None) -> Scenario:
+    """What `simreal hil` runs without --scenario: a hover at the trained target, a walk
+    forward at 0.5 m/s, or an arm's reach to `pose` and held there."""
+    if kind == "arm":
+        if pose is None:
+            raise ValueError("an arm's default scenario needs a target pose")
+        # lock-step as the hover; the node's soft start takes the first 2 s
+        return Scenario(name="reach", duration_s=5.0,
+                        robot=RobotSimConfig(state_rate_hz=control_rate_hz),
+                        node={"trigger": "state"},
+                        commands=[Command(at_s=0.0, pose=pose)],
+                        expect=Expect(reach=ReachCheck(from_s=3.5, to_s=5.0,
+                                                       max_position_error_m=0.01,
+                                                       max_angle_deg=5.0)))
     if kind == "quadrotor":
         # lock-step: the node computes on each odometry message, as a PX4 offboard controller
         # usually does (the hover policy was trained without command latency; at a fixed rate

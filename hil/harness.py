@@ -22,6 +22,7 @@ import contextlib
 import ctypes
 import json
 import logging
+import math
 import os
 import queue
 import signal
@@ -33,8 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import numpy as np
+
 from deploy import codecs, dds
 from deploy import messages as m
+from deploy.arm import pose_stamped
 from deploy.interfaces import INPUT_TOPICS
 from deploy.policy import OnnxPolicy
 from deploy.runner import PolicyRunner
@@ -164,7 +168,8 @@ def prepare(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
         if "target_position" in contract.commands:
             r = contract.commands["target_position"]
             target = tuple((lo + hi) / 2 for lo, hi in zip(r.low, r.high, strict=True))
-        sc = default_scenario(robot.spec.kind, target, robot.spec.control.rate_hz)
+        sc = default_scenario(robot.spec.kind, target, robot.spec.control.rate_hz,
+                              _middle_pose(contract))
     elif isinstance(scenario, Scenario):
         sc = scenario
     else:
@@ -180,12 +185,20 @@ def prepare(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
         faults_path = str(faults)
         plan = load_faults(faults)
     where_sc = scenario_path or "scenario"
-    wanted = {"velocity": "velocity_command", "position": "target_position"}
+    wanted = {"velocity": "velocity_command", "position": "target_position",
+              "pose": "target_orientation"}
     for i, c in enumerate(sc.commands):
         for key, name in wanted.items():
             if getattr(c, key) is not None and name not in contract.commands:
                 raise ValueError(f"{where_sc}: commands[{i}].{key}: the policy takes no "
                                  f"{name} (it takes {sorted(contract.commands) or 'none'})")
+    if robot.spec.kind == "arm":
+        if sc.pushes:
+            raise ValueError(f"{where_sc}: pushes: {robot.name!r} is an arm, fixed to the "
+                             "world (pushes move a free base)")
+        # the robot runs the controller the node commands (ros2_control: one of the two)
+        arm = sc.robot.model_copy(update={"arm_command": sc.node_config().arm_command})
+        sc = sc.model_copy(update={"robot": arm})
     iface = robot_side_interface(robot, sc.interface, sc.robot)
     from hil.faults import check_signals
 
@@ -207,6 +220,19 @@ def prepare(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
         domain_id = 1 + os.getpid() % 200  # a domain of its own, away from others' domain 0
     return RunSetup(robot, policy, sc, plan, out, domain_id, network, real_robot,
                     scenario_path, faults_path)
+
+
+def _middle_pose(contract: Any) -> tuple[float, ...] | None:
+    """The middle of an arm policy's trained target pose ranges (a unit quaternion), if any."""
+    c = contract.commands
+    if "target_position" not in c or "target_orientation" not in c:
+        return None
+    pos = [(lo + hi) / 2 for lo, hi in zip(c["target_position"].low, c["target_position"].high,
+                                          strict=True)]
+    quat = [(lo + hi) / 2 for lo, hi in zip(c["target_orientation"].low,
+                                           c["target_orientation"].high, strict=True)]
+    norm = math.sqrt(sum(x * x for x in quat)) or 1.0
+    return tuple(pos + [x / norm for x in quat])
 
 
 def _set_uri(value: str | None) -> None:
@@ -237,9 +263,11 @@ class _Inputs:
         self.commands = sorted(setup.scenario.commands, key=lambda c: c.at_s)
         self.velocity: tuple[float, float, float] | None = None
         self.position: tuple[float, float, float] | None = None
+        self.pose: tuple[float, ...] | None = None
         self.estop: bool | None = None
         self._next = 0
-        self._last = {"cmd_vel": -1e9, "target_position": -1e9, "estop": -1e9}
+        self._last = {"cmd_vel": -1e9, "target_position": -1e9, "target_pose": -1e9,
+                      "estop": -1e9}
 
     def tick(self, t: float) -> None:
         """Publish what is due at scenario time t (t < 0: before the start, what holds at 0)."""
@@ -253,6 +281,9 @@ class _Inputs:
             elif c.position is not None:
                 self.position = c.position
                 self._last["target_position"] = -1e9
+            elif c.pose is not None:
+                self.pose = c.pose
+                self._last["target_pose"] = -1e9
             elif c.estop is not None:
                 self.estop = c.estop
                 self._last["estop"] = -1e9
@@ -268,6 +299,10 @@ class _Inputs:
             header = m.Header(codecs.stamp(), "world")
             self.pubs["target_position"].write(m.PointStamped(header, m.Point(*p)))
             self._last["target_position"] = now
+        if self.pose is not None and now - self._last["target_pose"] >= 0.5:
+            p = np.array(self.pose)
+            self.pubs["target_pose"].write(pose_stamped(p[:3], p[3:]))
+            self._last["target_pose"] = now
         if self.estop is not None and now - self._last["estop"] >= 0.1:
             self.pubs["estop"].write(m.Bool(self.estop))
             self._last["estop"] = now

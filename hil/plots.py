@@ -57,6 +57,10 @@ def tracking(setup: Any, data: Any, truth: dict[str, np.ndarray], path: Path) ->
         labels, meas = ["x (m)", "y (m)", "z (m)"], truth["position"]
         cmd = command_at(setup, "position", t)
         title = "position against setpoint"
+    elif setup.robot.spec.kind == "arm":
+        labels, meas = ["tool x (m)", "tool y (m)", "tool z (m)"], truth["position"]
+        cmd = command_at(setup, "pose", t)[:, :3]
+        title = "tool position against the commanded pose"
     else:
         labels = ["forward (m/s)", "lateral (m/s)", "yaw rate (rad/s)"]
         meas = np.column_stack([truth["body_velocity"][:, :2], truth["angular_velocity"][:, 2]])

@@ -16,6 +16,11 @@ the bytes on the wire are those of the real robot's interface, generic or native
   the gains of each command (Unitree LowCmd: its q, dq, kp, kd, tau, and a LowCmd whose CRC is
   wrong is ignored, as the firmware does; generic: robot.yaml's kp and kd), clamped to the
   MJCF's torque limits. Legged robots start standing on the floor in their default pose.
+- arm (generic only): the same joint drivers with robot.yaml's gains on ros2_control's
+  topics, `/joint_states` out and the forward position controller's Float64MultiArray (or,
+  with `arm_command: joint_trajectory`, a JointTrajectory) in; gravity is compensated as in
+  training (the MJCF's gravcomp). The arm starts in its default pose; the MJCF's cube rests on
+  the table untouched (no perception stand-in publishes its pose: lift is not simulated here).
 
 The robot's own safety, as real drivers have it: when no valid command arrived for
 `command_timeout_s` (robot time), joints go to damping (kp 0, kd `damping_kd`) and rotors stop;
@@ -45,6 +50,7 @@ import mujoco
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from deploy.arm import ArmCommand, ArmGeneric
 from deploy.interfaces import (
     Go2Native,
     JointGeneric,
@@ -95,13 +101,16 @@ class RobotSimConfig(BaseModel):
     hold_base: bool = Field(default=False, description="the base held in its initial pose, "
                             "as a robot hung from a gantry with its legs in the air (give "
                             "initial_position above the ground); see HOLD_ARMATURE")
+    arm_command: ArmCommand = Field(
+        default="forward_position", description="arm: the controller the robot runs (the "
+        "node's arm_command; a HIL scenario takes it from its node section)")
     joint_strength: list[float] | None = Field(
         default=None, description="per joint (robot.yaml order), the drivers' torque scale: "
         "the torque they apply, and report, is this times their PD law's (a motor constant "
         "off its nominal; a hidden parameter for calibration tests); default 1")
 
 
-DEFAULT_TIMEOUT = {"quadrotor": 0.5, "legged": 0.25}
+DEFAULT_TIMEOUT = {"quadrotor": 0.5, "legged": 0.25, "arm": 0.25}
 
 
 def robot_side_interface(robot: Robot, interface: str, cfg: RobotSimConfig) -> RobotInterface:
@@ -114,9 +123,14 @@ def robot_side_interface(robot: Robot, interface: str, cfg: RobotSimConfig) -> R
             return Px4Native(robot, cfg.motor_map)
         except ValueError as exc:
             raise HilRobotError(f"robot.motor_map: {exc}") from None
+    if kind == "arm":
+        if interface != "generic":
+            raise HilRobotError(f"interface: robot {robot.name!r} is an arm, which has only "
+                                "the generic (ros2_control) interface")
+        return ArmGeneric(robot, cfg.arm_command)
     if kind != "legged":
         raise HilRobotError(f"robot {robot.name!r} is {kind!r}: the HIL robot simulates "
-                            "quadrotors and legged robots")
+                            "quadrotors, legged robots and arms")
     if interface == "generic":
         return JointGeneric(robot)
     kp = [j.kp for j in robot.spec.joints]
@@ -266,6 +280,35 @@ class JointDrive:
         self._write()
 
 
+class _ArmTool:
+    """An arm's tool centre point: pose and linear velocity from robot.yaml's ee_* sensors,
+    angular velocity of the site that carries them (tool frame)."""
+
+    ROLES = ("ee_position", "ee_orientation", "ee_linear_velocity")
+
+    def __init__(self, sensors: _Sensors, robot: Robot):
+        missing = [r for r in self.ROLES if r not in sensors.index]
+        if missing or robot.spec.kinematics is None:
+            raise HilRobotError(f"{robot.yaml_path}: an arm's HIL truth needs sensors "
+                                f"{list(self.ROLES)} and kinematics.tool_site (missing: "
+                                f"{missing or ['kinematics']})")
+        self.sensors = sensors
+        self.site_name = robot.spec.kinematics.tool_site
+        self.site: int | None = None
+
+    def truth(self, model: mujoco.MjModel, data: mujoco.MjData) -> dict[str, np.ndarray]:
+        if self.site is None:
+            self.site = _id(model, mujoco.mjtObj.mjOBJ_SITE, self.site_name)
+        s = data.sensordata
+        idx = self.sensors.index
+        vel = np.zeros(6)
+        mujoco.mj_objectVelocity(model, data, mujoco.mjtObj.mjOBJ_SITE, self.site, vel, 1)
+        return {"position": s[idx["ee_position"]].copy(),
+                "orientation": s[idx["ee_orientation"]].copy(),
+                "linear_velocity": s[idx["ee_linear_velocity"]].copy(),
+                "angular_velocity": vel[:3].copy()}
+
+
 # --- the simulated robot -----------------------------------------------------------------------
 class SimRobot:
     """Physics, drivers and sensors of one robot; no transport, no pacing."""
@@ -284,12 +327,19 @@ class SimRobot:
         self.data = mujoco.MjData(self.model)
         self.sensors = _Sensors(self.model, robot)
         self.base = _id(self.model, mujoco.mjtObj.mjOBJ_BODY, spec.base_body)
+        if spec.kind == "arm":  # bolted to the world: the tool's pose is the truth to log
+            self._tool = _ArmTool(self.sensors, robot)
+            for field in ("initial_position", "hold_base"):
+                if getattr(self.cfg, field):
+                    raise HilRobotError(f"robot.{field}: {robot.name!r} is an arm, fixed to "
+                                        "the world")
         jnt = int(self.model.body_jntadr[self.base])
-        if jnt < 0 or self.model.jnt_type[jnt] != mujoco.mjtJoint.mjJNT_FREE:
+        free = jnt >= 0 and self.model.jnt_type[jnt] == mujoco.mjtJoint.mjJNT_FREE
+        if not free and spec.kind != "arm":
             raise HilRobotError(f"{robot.mjcf_path}: base body {spec.base_body!r} has no free "
                                 "joint")
-        self.root_qpos = int(self.model.jnt_qposadr[jnt])
-        self.root_dof = int(self.model.jnt_dofadr[jnt])
+        self.root_qpos = int(self.model.jnt_qposadr[jnt]) if free else -1
+        self.root_dof = int(self.model.jnt_dofadr[jnt]) if free else -1
         if self.cfg.hold_base:
             self.model.dof_armature[self.root_dof:self.root_dof + 6] += HOLD_ARMATURE
         self.drive: RotorDrive | JointDrive
@@ -312,7 +362,9 @@ class SimRobot:
         for j in spec.joints:
             jid = _id(m, mujoco.mjtObj.mjOBJ_JOINT, j.name)
             d.qpos[m.jnt_qposadr[jid]] = j.default
-        if self.cfg.initial_position is not None:
+        if self.root_qpos < 0:  # an arm: nothing to place
+            pass
+        elif self.cfg.initial_position is not None:
             d.qpos[self.root_qpos:self.root_qpos + 3] = self.cfg.initial_position
         elif spec.kind == "legged":
             d.qpos[self.root_qpos + 2] -= self._clearance() - 0.001
@@ -320,7 +372,8 @@ class SimRobot:
         self.time = 0.0
         self.started = False  # physics runs from the first valid command on
         self.on_pad = spec.kind == "quadrotor"
-        self.pad_pose = d.qpos[self.root_qpos:self.root_qpos + 7].copy()
+        self.pad_pose = d.qpos[self.root_qpos:self.root_qpos + 7].copy() \
+            if self.root_qpos >= 0 else np.zeros(7)
         self.last_command_time = -math.inf
         self.failsafe_active = False
         self.failsafe_after = math.nan
@@ -424,6 +477,8 @@ class SimRobot:
              duration_s: float = 0.1) -> None:
         """A change of the base's linear velocity (m/s, world), or a force (N, world) held for
         duration_s."""
+        if self.root_dof < 0:
+            raise HilRobotError(f"pushes: {self.robot.name!r} is fixed to the world")
         if velocity is not None:
             self.data.qvel[self.root_dof:self.root_dof + 3] += np.asarray(velocity)
         if force is not None:
@@ -436,7 +491,10 @@ class SimRobot:
 
     def truth(self) -> dict[str, np.ndarray]:
         """The base's true pose and velocity (world position and linear velocity, body angular
-        velocity), for logs and reports; the policy never sees it."""
+        velocity), for logs and reports; the policy never sees it. An arm's is its tool
+        centre point's (robot.yaml's ee_* sensors; angular velocity in the tool frame)."""
+        if self.root_qpos < 0:
+            return self._tool.truth(self.model, self.data)
         d = self.data
         q = d.qpos[self.root_qpos + 3:self.root_qpos + 7].copy()
         v_world = d.qvel[self.root_dof:self.root_dof + 3].copy()

@@ -34,15 +34,21 @@ ASSETS = ROOT / "tests" / "assets"
 HIL = ASSETS / "hil"
 HOVER = ASSETS / "hover_crazyflie.onnx"
 GO2_WALK = ASSETS / "go2_walk.onnx"
+REACH = ASSETS / "reach_panda.onnx"
+
+
+def _robot_for(name: str, asset: Path):
+    """robots/NAME, which the policy asset must still fit."""
+    robot = load_robot_dir(ROOT / "robots" / name)
+    problems = OnnxPolicy(asset).contract.mismatches(robot)
+    assert not problems, (f"{asset} no longer fits robots/{name} ({problems}); regenerate "
+                          "it as tests/assets/README.md says")
+    return robot
 
 
 @pytest.fixture(scope="module")
 def crazyflie():
-    robot = load_robot_dir(ROOT / "robots" / "crazyflie")
-    problems = OnnxPolicy(HOVER).contract.mismatches(robot)
-    assert not problems, (f"{HOVER} no longer fits robots/crazyflie ({problems}); regenerate "
-                          "it as tests/assets/README.md says")
-    return robot
+    return _robot_for("crazyflie", HOVER)
 
 
 @pytest.fixture(scope="module")
@@ -309,6 +315,65 @@ def test_cli_against_a_robot_it_did_not_start(crazyflie, tmp_path):
     assert tp["received"] >= tp["sent"] - 1 and tp["lost"] == tp["unrecorded"] == 0
     _balanced({"/target_position": tp})
     assert "hover" not in summary["checks"]  # no ground truth from a real robot
+
+
+@pytest.fixture(scope="module")
+def panda():
+    return _robot_for("panda", REACH)
+
+
+def test_arm_reaches_two_poses_on_ros2_control_topics(panda, tmp_path):
+    report = _run(panda, REACH, tmp_path / "run", scenario=HIL / "reach.yaml")
+    assert report["passed"], [c for c in report["checks"] if c["passed"] is False]
+    reach = report["metrics"]["reach"]
+    assert reach["samples"] > 50  # the truth was sampled through the window
+    assert reach["max_position_error_m"] < 0.01 and reach["max_angle_deg"] < 5.0
+    _standing_checks_hold(report)
+    _balanced(report["messages"])
+    for topic in ("/joint_states", "/forward_position_controller/commands", "/target_pose"):
+        assert report["messages"][topic]["sent"] > 0, topic
+    with AnyReader([tmp_path / "run" / "run.mcap"]) as reader:
+        poses = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages()
+                 if c.topic == "/target_pose"]
+        last = [reader.deserialize(raw, c.msgtype) for c, _, raw in reader.messages()
+                if c.topic == "/hil/ground_truth"][-1]
+    assert {round(p.pose.position.y, 3) for p in poses} == {0.2, -0.15}  # both commanded
+    tool = last.pose.pose.position  # the arm's truth is its tool: at the second pose
+    assert abs(tool.x - 0.4) < 0.01 and abs(tool.y + 0.15) < 0.01 and abs(tool.z - 0.45) < 0.01
+
+
+def test_arm_on_joint_trajectory_commands(panda, tmp_path):
+    report = _run(panda, REACH, tmp_path / "run", scenario=HIL / "reach_trajectory.yaml")
+    assert report["passed"], [c for c in report["checks"] if c["passed"] is False]
+    assert report["metrics"]["reach"]["max_position_error_m"] < 0.01
+    sent = report["messages"]
+    assert sent["/joint_trajectory_controller/joint_trajectory"]["sent"] > 50
+    assert "/forward_position_controller/commands" not in sent
+
+
+def test_arm_scenarios_refuse_what_an_arm_cannot_do(panda, crazyflie, tmp_path):
+    from hil.harness import prepare
+
+    pushed = tmp_path / "push.yaml"
+    pushed.write_text("duration_s: 2\npushes: [{at_s: 1, velocity: [0.1, 0, 0]}]\n")
+    with pytest.raises(ValueError, match="push.yaml: pushes: 'panda' is an arm"):
+        prepare(panda, REACH, pushed, out=tmp_path / "a")
+    with pytest.raises(ValueError, match="interface: robot 'panda' is an arm"):
+        prepare(panda, REACH, HIL / "reach.yaml", out=tmp_path / "b", interface="native")
+    posed = tmp_path / "pose.yaml"
+    posed.write_text("duration_s: 2\ncommands: [{at_s: 0, pose: [0.5, 0, 0.3, 0, 1, 0, 0]}]\n")
+    with pytest.raises(ValueError, match=r"pose.yaml: commands\[0\].pose: the policy takes no "
+                                         "target_orientation"):
+        prepare(crazyflie, HOVER, posed, out=tmp_path / "c")
+    posed.write_text("duration_s: 2\ncommands: [{at_s: 0, pose: [0.5, 0, 0.3, 0, 2, 0, 0]}]\n")
+    with pytest.raises(ValueError, match=r"pose.yaml: commands\[0\]: .*not unit length"):
+        prepare(panda, REACH, posed, out=tmp_path / "e")
+    # the default scenario: lock-step reach to the middle of the trained ranges
+    setup = prepare(panda, REACH, out=tmp_path / "d")
+    pose = setup.scenario.commands[0].pose
+    assert setup.scenario.node["trigger"] == "state" and setup.scenario.expect.reach
+    assert pose[:3] == pytest.approx((0.45, 0.0, 0.35)) and pose[3:] == pytest.approx(
+        (0.0, 1.0, 0.0, 0.0))
 
 
 def test_bad_input_is_refused_before_anything_starts(crazyflie, tmp_path):

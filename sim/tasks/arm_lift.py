@@ -30,12 +30,13 @@ from robots.kinematics import quat_mul
 from sim.tasks.arm_base import NUM_ARM_JOINTS, ArmConfig, ArmTask, Range, _Cfg, solve_ik
 from sim.tasks.arm_reach import DOWN
 
-# what `simreal train arm-lift` uses unless told otherwise (2 cores). Not solved yet: with
-# these settings PPO reached 23% success from the default pose (grasp rate 75%) after 18M steps
-# (3144 s, seed 0, bench/train_arm.py), still rising (6% at 16.4M, 14% at 17.0M, 22% at 17.7M);
-# resumed from there, 37.5% at 20.5M (grasp rate 86%).
+# what `simreal train arm-lift` uses unless told otherwise (2 cores, seed 0, bench/train_arm.py,
+# success from the default pose over 200-500 ONNX episodes). SAC: 35% at 3M steps, 76% at 6M
+# (2849 s of training, sharing the 2 cores with another run; resumed once at 3M), unsteady
+# between evaluations (50-69% over 4.5-5.9M). PPO: 23% at 18M steps (3144 s), 38-40% at
+# 21-24M (about 7000 s), its grasp rate ~80% against SAC's ~95%.
 TRAIN_DEFAULTS: dict[str, Any] = {
-    "algo": "ppo",
+    "algo": "sac",
     "ppo": {"envs": 512, "steps": 20_000_000,
             "config": {"steps_per_env": 32, "epochs": 5, "minibatches": 4,
                        "actor_hidden": [256, 128], "critic_hidden": [256, 128],
@@ -43,9 +44,8 @@ TRAIN_DEFAULTS: dict[str, Any] = {
             # start-state curriculum (evaluation starts from the default pose alone)
             "task_config": {"grasped_start": 0.2, "above_start": 0.3, "stagger_start": True}},
     # arm-reach's SAC settings with a wider actor and gamma 0.98 (a 1 s horizon: reach, grasp
-    # and lift take longer than a reach); 35% success at 3M steps (1655 s sharing the 2 cores
-    # with another run; seed 0, bench/train_arm.py), unsteady on the way (26% at 1.8M, 5% at 2M)
-    "sac": {"envs": 256, "steps": 3_000_000,
+    # and lift take longer than a reach)
+    "sac": {"envs": 256, "steps": 6_000_000,
             "config": {"gamma": 0.98, "batch_size": 1024, "actor_hidden": [256, 128],
                        "critic_hidden": [256, 256], "actor_lr": 1e-3, "critic_lr": 1e-3,
                        "alpha_lr": 1e-3, "alpha_init": 0.01, "target_entropy_per_action": -2.0,

@@ -189,13 +189,15 @@ def test_nan_burst(crazyflie, tmp_path):
     _standing_checks_hold(report)
     k = _check(report, "watchdog")["watchdog_periods"][0]
     drops = [d for d in report["dropouts"] if d["mode_before"] in ("run", "soft_start")]
-    short = [d for d in drops if 2.9 < d["t"] < 3.2]
-    long_ = [d for d in drops if 5.9 < d["t"] < 6.3]
-    assert short and short[0]["stale_periods"] < k and short[0]["damped_after_periods"] is None
-    assert short[0]["resumed_after_periods"] == 0
-    assert long_ and long_[0]["stale_periods"] >= k
-    assert long_[0]["damped_after_periods"] <= k
-    assert long_[0]["resumed_after_periods"] is not None
+    # a loaded machine can add a stray one-period dropout next to a burst: each burst's dropout
+    # is the longest one starting near it
+    short = max((d for d in drops if 2.9 < d["t"] < 3.2), key=lambda d: d["stale_periods"])
+    long_ = max((d for d in drops if 5.9 < d["t"] < 6.3), key=lambda d: d["stale_periods"])
+    assert short["stale_periods"] < k and short["damped_after_periods"] is None
+    assert short["resumed_after_periods"] == 0
+    assert long_["stale_periods"] >= k
+    assert long_["damped_after_periods"] <= k
+    assert long_["resumed_after_periods"] is not None
     node = report["timing"]["node"]["node-0"]
     assert node["cycles"] > 500
 

@@ -362,12 +362,11 @@ class SimRobot:
         for j in spec.joints:
             jid = _id(m, mujoco.mjtObj.mjOBJ_JOINT, j.name)
             d.qpos[m.jnt_qposadr[jid]] = j.default
-        if self.root_qpos < 0:  # an arm: nothing to place
-            pass
-        elif self.cfg.initial_position is not None:
-            d.qpos[self.root_qpos:self.root_qpos + 3] = self.cfg.initial_position
-        elif spec.kind == "legged":
-            d.qpos[self.root_qpos + 2] -= self._clearance() - 0.001
+        if self.root_qpos >= 0:  # a floating base to place (an arm is fixed to the world)
+            if self.cfg.initial_position is not None:
+                d.qpos[self.root_qpos:self.root_qpos + 3] = self.cfg.initial_position
+            elif spec.kind == "legged":
+                d.qpos[self.root_qpos + 2] -= self._clearance() - 0.001
         mujoco.mj_forward(m, d)
         self.time = 0.0
         self.started = False  # physics runs from the first valid command on

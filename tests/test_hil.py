@@ -143,6 +143,14 @@ def _kept_walking(report: dict, min_speed: float | None) -> None:
         assert report["metrics"]["velocity"]["mean_forward_m_s"] > min_speed
 
 
+# The go2 walking policy has a rare failure of its own: about one run in thirty here (once in
+# CI), a stumble soon after it starts leaves it stepping in place at ~0.02 m/s, upright and in
+# RUN, for the rest of the run (docs/HIL.md). Tests that need it to walk get one rerun; two
+# stalls in a row fail.
+WALK_RERUNS = pytest.mark.flaky(reruns=1)
+
+
+@WALK_RERUNS
 def test_thirty_percent_drop(go2, go2_walk, tmp_path):
     """30% of the messages lost both ways while the go2 walks: the accounting balances, drops
     are at their rate, the policy keeps running through every dropout shorter than K."""
@@ -278,6 +286,7 @@ def test_go2_native_node_restart_clock_jump_duplicates_reordering(go2, go2_stand
     assert len(back) - 1 == np.sum(steps > 4000) and back[-1] - back[0] <= 20
 
 
+@WALK_RERUNS
 def test_go2_walks_forward_at_half_a_metre_per_second(go2, go2_walk, tmp_path):
     report = _run(go2, go2_walk, tmp_path / "run", HIL / "walk.yaml")
     assert report["metrics"]["velocity"]["mean_error_m_s"] < 0.15

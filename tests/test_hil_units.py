@@ -480,7 +480,9 @@ def test_robot_server_publishes_obeys_and_shifts_its_clock(go2):
     assert summary["commands_applied"] == 1 and sim.started
     assert server.publish_every == 5  # 100 Hz on 500 Hz physics
     assert Count.sent_n == -(-summary["ticks"] // 5) > 0  # one state per 5 physics steps
-    assert len(got) == 5  # the newest five: the subscription keeps the last 5 (sensor QoS)
+    # the newest five: the subscription keeps the last 5 (sensor QoS); fewer only if a stall
+    # let the robot publish fewer in its 0.3 s
+    assert len(got) == min(5, Count.sent_n)
     assert all(unitree.crc_ok(s) for s in got)
     assert got[-1].tick >= 10_000  # ms: ten seconds ahead
 

@@ -50,7 +50,7 @@ class Evaluator:
 
     def __call__(self, actor, env_steps: int, wall_s: float, force: bool = False) -> bool:
         from simreal.api import evaluate
-        from train.export import export_onnx
+        from simreal.train.export import export_onnx
 
         if not (force or self.due(wall_s)):
             return False
@@ -88,8 +88,8 @@ def _overrides(args, algo: str) -> dict[str, Any]:
 
 def _ours(task: str, algo: str, seed: int, args, ev: Evaluator) -> dict[str, Any]:
     from simreal.api import _runner, make_env
-    from simreal.registry import get_task
-    from train.algos import get_algo
+    from simreal.sim.registry import get_task
+    from simreal.train.algos import get_algo
 
     cls = get_task(task)
     defaults = getattr(cls, "train_defaults", {}).get(algo, {})
@@ -128,8 +128,8 @@ def _rsl_rl(task: str, seed: int, args, ev: Evaluator) -> dict[str, Any]:
             return self.inner(obs)
 
     from simreal.api import make_env
-    from simreal.registry import get_task
-    from train.ppo import PPOConfig
+    from simreal.sim.registry import get_task
+    from simreal.train.ppo import PPOConfig
 
     cls = get_task(task)
     defaults = getattr(cls, "train_defaults", {}).get("ppo", {})

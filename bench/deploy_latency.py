@@ -67,13 +67,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from deploy import dds  # noqa: E402
-from deploy.app import prepare, run  # noqa: E402
-from deploy.interfaces import Go2Native, JointGeneric  # noqa: E402
-from deploy.loop import run_loop, sleep_until, wakeup_hints  # noqa: E402
-from deploy.policy import OnnxPolicy  # noqa: E402
-from deploy.transport import LocalBus  # noqa: E402
-from robots import Robot, load_robot_dir  # noqa: E402
+from simreal.deploy import dds  # noqa: E402
+from simreal.deploy.app import prepare, run  # noqa: E402
+from simreal.deploy.interfaces import Go2Native, JointGeneric  # noqa: E402
+from simreal.deploy.loop import run_loop, sleep_until, wakeup_hints  # noqa: E402
+from simreal.deploy.policy import OnnxPolicy  # noqa: E402
+from simreal.deploy.transport import LocalBus  # noqa: E402
+from simreal.robots import Robot, load_robot_dir  # noqa: E402
 
 # lock-step (`trigger: state`) needs the robot to publish at the policy's rate (the node damps
 # when state comes faster): the stand-in sends its state every 20 ms, the 50 Hz policy rate

@@ -97,7 +97,8 @@ def env_throughput(task: str, n: int, backend: str, device: str, seconds: float,
     import torch
 
     from simreal.api import make_env
-    from simreal.registry import get_robot, get_task
+    from simreal.robots.registry import get_robot
+    from simreal.sim.registry import get_task
 
     row: dict[str, Any] = {"task": task, "envs": n, "backend": backend, "device": device}
     t0 = time.perf_counter()
@@ -150,7 +151,7 @@ def train_to_walk(out: dict[str, Any], device: str, envs: int, budget_s: float,
     from train_go2 import FALL_RATE, LIN_VEL_ERROR
 
     from simreal import api
-    from train.export import export_onnx
+    from simreal.train.export import export_onnx
 
     out.update({"envs": envs, "ppo": GPU_PPO, "criterion": {
         "lin_vel_error_below": LIN_VEL_ERROR, "fall_rate_below": FALL_RATE,

@@ -19,8 +19,8 @@ import _common
 def measure(batch: int, width: int, amp: bool, compile_: bool, updates: int) -> dict:
     import torch
 
-    from train.offpolicy import keep_freed_memory
-    from train.sac import SAC, SACConfig
+    from simreal.train.offpolicy import keep_freed_memory
+    from simreal.train.sac import SAC, SACConfig
 
     keep_freed_memory()
     torch.manual_seed(0)

@@ -22,7 +22,7 @@ from pathlib import Path
 import _common  # noqa: F401  (threading environment before torch loads)
 
 from simreal.api import evaluate
-from train.export import export_onnx
+from simreal.train.export import export_onnx
 
 METRICS = {"arm-reach": ("position_error_mean", "orientation_error_deg_mean"),
            "arm-lift": ("lift_height_mean", "height_error_mean", "grasp_rate")}

@@ -60,17 +60,17 @@ class Timer:
 
 
 def run(algo: str, args: argparse.Namespace, tmp: Path) -> dict:
-    from sim.vec_env import VecEnv
     from simreal import api
-    from simreal.registry import get_task
-    from train.algos import get_algo
-    from train.export import export_onnx
+    from simreal.sim.registry import get_task
+    from simreal.sim.vec_env import VecEnv
+    from simreal.train.algos import get_algo
+    from simreal.train.export import export_onnx
 
     spec = get_algo(algo)
     runner_cls = spec.runner()
     agent_cls = getattr(runner_cls, "agent_class", None)
     update_owner = agent_cls if agent_cls not in (None, object) else __import__(
-        "train.ppo", fromlist=["PPO"]).PPO
+        "simreal.train.ppo", fromlist=["PPO"]).PPO
     env_timer, update_timer = Timer(), Timer()
     env_timer.wrap(VecEnv, "step")
     update_timer.wrap(update_owner, "update")
@@ -154,11 +154,11 @@ def rough(args: argparse.Namespace, tmp: Path, start: Path | None) -> dict:
     one is given (the two tasks' observations have the same layout): the curriculum's mean
     level over training, and an evaluation on the terrain at the end."""
     from simreal import api
-    from simreal.registry import get_task
-    from train.checkpoint import load
-    from train.export import export_onnx
-    from train.ppo import PPOConfig
-    from train.runner import OnPolicyRunner
+    from simreal.sim.registry import get_task
+    from simreal.train.checkpoint import load
+    from simreal.train.export import export_onnx
+    from simreal.train.ppo import PPOConfig
+    from simreal.train.runner import OnPolicyRunner
 
     cls = get_task("go2-rough")
     defaults = cls.train_defaults["ppo"]
@@ -194,7 +194,7 @@ def rough(args: argparse.Namespace, tmp: Path, start: Path | None) -> dict:
 
 
 def main() -> None:
-    from train.algos import ALGOS
+    from simreal.train.algos import ALGOS
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--algos", nargs="*", default=list(ALGOS), choices=list(ALGOS),

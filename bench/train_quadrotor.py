@@ -20,7 +20,7 @@ from pathlib import Path
 import _common  # noqa: F401  (threading environment before torch loads)
 
 from simreal.api import evaluate
-from train.export import export_onnx
+from simreal.train.export import export_onnx
 
 
 def main() -> None:

@@ -28,8 +28,8 @@ from typing import Any
 
 import yaml
 
-from calibration.schema import UNITS, Calibration, CalibrationError, Estimate
-from robots import Robot, load_robot_dir
+from simreal.calibration.schema import UNITS, Calibration, CalibrationError, Estimate
+from simreal.robots import Robot, load_robot_dir
 
 # half-width floors of the randomization: relative for scale-like parameters, absolute else
 MIN_HALF_WIDTH = {"strength": 0.02, "damping": 0.1, "frictionloss": 0.1, "armature": 0.05,
@@ -37,7 +37,7 @@ MIN_HALF_WIDTH = {"strength": 0.02, "damping": 0.1, "frictionloss": 0.1, "armatu
                   "torque_coefficient": 0.05, "motor_time_constant": 0.05}
 MIN_ABS_HALF_WIDTH = {"offset": 0.005, "latency": 0.002, "gyro_bias": 0.005,
                       "accel_bias": 0.05}
-HIL_MIN_DT = 0.002  # the HIL robot's physics step for joint robots (sim/hil_robot.py)
+HIL_MIN_DT = 0.002  # the HIL robot's physics step for joint robots (hil/robot.py)
 
 
 def param_kind(name: str) -> str:
@@ -184,7 +184,7 @@ def split_latency(calib: Calibration) -> tuple[Calibration, float]:
 
 
 def hidden_sim_config(robot: Robot, calib: Calibration) -> dict[str, Any]:
-    """Settings of a simulated robot (sim/hil_robot.RobotSimConfig) for what a calibration
+    """Settings of a simulated robot (hil/robot.RobotSimConfig) for what a calibration
     holds that its description cannot: the drivers' strength per joint."""
     names = [f"{j.name}.strength" for j in robot.spec.joints]
     if not any(n in calib.parameters for n in names):

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from robots import Robot
+from simreal.robots import Robot
 
 GRAVITY = 9.81
 STILL_S = 1.5  # s at rest for the IMU biases (not scaled: their precision is noise / sqrt(n))
@@ -76,7 +76,7 @@ class Experiment(ABC):
         """The command of the period starting at scenario time t."""
 
     def sim_config(self) -> dict[str, Any]:
-        """Settings of a simulated robot for this experiment (sim/hil_robot.RobotSimConfig)."""
+        """Settings of a simulated robot for this experiment (hil/robot.RobotSimConfig)."""
         return {}
 
     def phase_at(self, t: float) -> str | None:
@@ -129,7 +129,7 @@ class _JointExperiment(Experiment):
 
 def _joint_ranges(robot: Robot) -> np.ndarray:
     """(n, 2) joint ranges of the MJCF (deploy's reading of it: classes and units resolved)."""
-    from deploy.limits import joint_ranges
+    from simreal.deploy.limits import joint_ranges
 
     ranges = joint_ranges(robot)
     out = []

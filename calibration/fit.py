@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from calibration.logs import ExperimentLog
-from calibration.params import AXES, ParamSet
-from calibration.replay import _Replay
-from calibration.schema import UNITS, Estimate
+from simreal.calibration.logs import ExperimentLog
+from simreal.calibration.params import AXES, ParamSet
+from simreal.calibration.replay import _Replay
+from simreal.calibration.schema import UNITS, Estimate
 
 GRAVITY = 9.81
 NOISE = {"joint_pos": 0.01, "joint_vel": 0.2, "joint_effort": 0.3, "linear_velocity": 0.05,

@@ -22,11 +22,17 @@ from typing import Any
 
 import numpy as np
 
-from deploy import messages as m
-from deploy import px4, unitree
-from deploy.interfaces import Go2Native, JointGeneric, Px4Native, QuadGeneric, RobotInterface
-from hil.messages import String
-from robots import Robot
+from simreal.deploy import messages as m
+from simreal.deploy import px4, unitree
+from simreal.deploy.interfaces import (
+    Go2Native,
+    JointGeneric,
+    Px4Native,
+    QuadGeneric,
+    RobotInterface,
+)
+from simreal.hil.messages import String
+from simreal.robots import Robot
 
 EVENT_TOPIC = "/calibration/experiment"
 TYPES: dict[str, type] = {m.ros_type(c): c for c in (

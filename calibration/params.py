@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
-from calibration.schema import UNITS
-from robots import Robot
+from simreal.calibration.schema import UNITS
+from simreal.robots import Robot
 
 JOINT_KINDS = ("strength", "damping", "frictionloss", "armature", "offset", "torque_limit")
 QUAD_KINDS = ("mass", "thrust_coefficient", "torque_coefficient", "motor_time_constant")

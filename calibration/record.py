@@ -7,7 +7,7 @@ Two ways to run one, with the same experiment code and the same messages:
   HIL robot process (`hil.robot_proc`, started by `record(..., sim=True)`). The recorder takes
   state messages on threads of their own (each logged when it arrives) and sends the
   experiment's command at the control rate on deploy's drift-free loop.
-- `record_in_process`: the HIL robot (sim/hil_robot.SimRobot) stepped in simulated time in this
+- `record_in_process`: the HIL robot (hil/robot.SimRobot) stepped in simulated time in this
   process, messages passing through their CDR bytes exactly as over the wire, with the HIL
   harness's sensor faults (noise, bias). Faster than real time, for tests and validation.
 
@@ -36,14 +36,20 @@ from typing import Any
 
 import numpy as np
 
-from calibration.experiments import Experiment, ExperimentError, make_experiment
-from calibration.logs import EVENT_TOPIC, interface_for
-from deploy import codecs, px4, unitree
-from deploy.interfaces import Go2Native, JointGeneric, Px4Native, QuadGeneric, RobotInterface
-from deploy.transport import QoS, TransportBase
-from hil.mcap_log import LogMessage, write_mcap
-from hil.messages import String
-from robots import Robot
+from simreal.calibration.experiments import Experiment, ExperimentError, make_experiment
+from simreal.calibration.logs import EVENT_TOPIC, interface_for
+from simreal.deploy import codecs, px4, unitree
+from simreal.deploy.interfaces import (
+    Go2Native,
+    JointGeneric,
+    Px4Native,
+    QuadGeneric,
+    RobotInterface,
+)
+from simreal.deploy.transport import QoS, TransportBase
+from simreal.hil.mcap_log import LogMessage, write_mcap
+from simreal.hil.messages import String
+from simreal.robots import Robot
 
 FIRST_STATE_TIMEOUT_S = 30.0
 PRE_ROLL_S = 0.3  # state logged before the first command (the robot at rest)
@@ -124,13 +130,13 @@ def record_in_process(exp: Experiment, robot: Robot, interface: str | None = Non
 
     `robot` is the simulated robot's description (perturbed, for a validation: its hidden
     parameters); `faults` a hil.config.FaultPlan whose sensor faults (noise, bias) edit the
-    published signals; `sim` overrides sim/hil_robot.RobotSimConfig fields; `command_delay_s`
+    published signals; `sim` overrides hil/robot.RobotSimConfig fields; `command_delay_s`
     holds every command (targets and gains alike, as a link or driver does) that long before
     the robot gets it, rounded to physics steps. (An MJCF actuator delay would delay the
     targets only, not the gains the command carries.)"""
-    from hil.config import FaultPlan
-    from hil.faults import SensorFaults
-    from sim.hil_robot import RobotSimConfig, SimRobot
+    from simreal.hil.config import FaultPlan
+    from simreal.hil.faults import SensorFaults
+    from simreal.hil.robot import RobotSimConfig, SimRobot
 
     interface = interface or exp.interfaces[0]
     _check_interface(exp, interface)
@@ -190,7 +196,7 @@ def record_transport(exp: Experiment, robot: Robot, bus: TransportBase, interfac
                      stop: threading.Event | None = None,
                      progress: Callable[[float], None] | None = None) -> list[LogMessage]:
     """Run `exp` against the robot on `bus` (real time); returns the log's messages."""
-    from deploy.loop import run_loop
+    from simreal.deploy.loop import run_loop
 
     _check_interface(exp, interface)
     node = interface_for(robot, interface)
@@ -269,7 +275,7 @@ def _sim_robot_process(robot_dir: Path, exp: Experiment, interface: str, domain_
                        faults: Any, work: Path, env: dict[str, str],
                        sim: dict[str, Any]) -> Any:
     """Start the HIL robot process (hil/robot_proc.py) for `exp`; returns its Proc."""
-    from hil.harness import STARTUP_TIMEOUT_S, Proc
+    from simreal.hil.harness import STARTUP_TIMEOUT_S, Proc
 
     spec = {"robot_dir": str(robot_dir), "interface": interface,
             "sim": {**exp.sim_config(), **sim},
@@ -280,7 +286,7 @@ def _sim_robot_process(robot_dir: Path, exp: Experiment, interface: str, domain_
             "max_s": exp.duration_s + 2 * STARTUP_TIMEOUT_S}
     path = work / "robot.json"
     path.write_text(json.dumps(spec))
-    proc = Proc("robot", [sys.executable, "-m", "hil.robot_proc", str(path)], env,
+    proc = Proc("robot", [sys.executable, "-m", "simreal.hil.robot_proc", str(path)], env,
                 work / "robot.log")
     proc.wait_for("ready", STARTUP_TIMEOUT_S)
     return proc
@@ -297,8 +303,8 @@ def record(experiment: str, robot: Robot, out: str | Path, interface: str | None
     `network`). With `sim`, against a simulated robot: the HIL robot process on loopback (or,
     `in_process`, stepped here in simulated time), with `hidden` (a calibration YAML applied to
     it: parameters the fit should find) and `faults` (a HIL fault plan: sensor noise, bias)."""
-    from calibration.schema import load_calibration
-    from hil.config import load_faults
+    from simreal.calibration.schema import load_calibration
+    from simreal.hil.config import load_faults
 
     out = Path(out)
     if out.exists():
@@ -323,13 +329,17 @@ def record(experiment: str, robot: Robot, out: str | Path, interface: str | None
         work = Path(tmp)
         sim_robot, overrides, delay = robot, {}, 0.0
         if calib is not None:  # the simulated robot's hidden parameters
-            from calibration.apply import calibrated_robot_dir, hidden_sim_config, split_latency
+            from simreal.calibration.apply import (
+                calibrated_robot_dir,
+                hidden_sim_config,
+                split_latency,
+            )
 
             calib, delay = split_latency(calib)
             sim_robot = calibrated_robot_dir(robot, calib, work / "robot", str(hidden))
             overrides = hidden_sim_config(robot, calib)
             if delay > 0 and not in_process:  # the link holds every command (hil/faults.py)
-                from hil.config import FaultPlan
+                from simreal.hil.config import FaultPlan
 
                 base = plan.model_dump() if plan is not None else {"seed": 0, "faults": []}
                 base["faults"] = [*base["faults"], {"kind": "delay", "delay_s": delay,
@@ -355,7 +365,7 @@ def _record_dds(exp: Experiment, robot: Robot, sim_robot: Robot, interface: str,
                 overrides: dict[str, Any]) -> list[LogMessage]:
     import signal
 
-    from deploy import dds
+    from simreal.deploy import dds
 
     if network and sim:
         raise ValueError("--network reaches a real robot; --sim starts a simulated one on "

@@ -16,7 +16,7 @@ from t (+ latency) on; a state logged at t is what the sensors read after the st
   mean of the states logged before the first command), held there until the first command
   reaches the drivers; when the log opens with a still period, from the end of it (the mean
   pose of its last 0.2 s). A hung robot's base is held as the HIL robot holds it
-  (sim/hil_robot.HOLD_ARMATURE). Compared: joint positions, velocities and torque estimates,
+  (hil/robot.HOLD_ARMATURE). Compared: joint positions, velocities and torque estimates,
   from the end of the `settle` and `still` phases on: a joint at rest within its friction
   creeps in MuJoCo's soft friction constraint at a speed set by the solver, so where it rests
   after a still period is the simulator's detail, not the robot's (1-2 mrad on the hips).
@@ -38,11 +38,11 @@ import numpy as np
 from mujoco import batch as mjbatch
 from scipy.signal import lfilter
 
-from calibration.logs import ExperimentLog, LogError
-from calibration.params import ParamSet
-from robots import Robot
-from sim.backend import compile_model
-from sim.hil_robot import HOLD_ARMATURE, LEGGED_PD_DT
+from simreal.calibration.logs import ExperimentLog, LogError
+from simreal.calibration.params import ParamSet
+from simreal.hil.robot import HOLD_ARMATURE, LEGGED_PD_DT
+from simreal.robots import Robot
+from simreal.sim.backend import compile_model
 
 NTHREAD = 2
 REST_AVERAGE_S = 0.2  # s: JointReplay's start pose, averaged over the end of a rest

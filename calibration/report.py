@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from calibration.fit import FitResult
-from calibration.replay import JointReplay, RotorReplay, _Replay
-from calibration.schema import Calibration, write_text_atomic
+from simreal.calibration.fit import FitResult
+from simreal.calibration.replay import JointReplay, RotorReplay, _Replay
+from simreal.calibration.schema import Calibration, write_text_atomic
 
 
 def report_dict(calib: Calibration, result: FitResult | None) -> dict[str, Any]:

@@ -16,13 +16,13 @@ from typing import Any
 
 import numpy as np
 
-from calibration.apply import randomization_ranges
-from calibration.fit import estimates, fit_staged, imu_biases
-from calibration.logs import ExperimentLog, read_log
-from calibration.params import JOINT_KINDS, QUAD_KINDS
-from calibration.replay import JointReplay, JointSegmentReplay, RotorReplay, _Replay
-from calibration.schema import Calibration, CalibrationError, save_calibration
-from robots import Robot
+from simreal.calibration.apply import randomization_ranges
+from simreal.calibration.fit import estimates, fit_staged, imu_biases
+from simreal.calibration.logs import ExperimentLog, read_log
+from simreal.calibration.params import JOINT_KINDS, QUAD_KINDS
+from simreal.calibration.replay import JointReplay, JointSegmentReplay, RotorReplay, _Replay
+from simreal.calibration.schema import Calibration, CalibrationError, save_calibration
+from simreal.robots import Robot
 
 DYNAMIC = {"go2-air": (*JOINT_KINDS, "latency"), "quad-hover": (*QUAD_KINDS, "latency")}
 
@@ -95,7 +95,7 @@ def calibrate(logs: list[str | Path], robot: Robot, out: str | Path, sigmas: flo
     save_calibration(calib, out)
     if report:
         try:
-            from calibration.report import write_report
+            from simreal.calibration.report import write_report
         except ImportError:
             write_report = None
         if write_report:

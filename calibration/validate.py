@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from calibration.params import AXES
-from calibration.schema import Calibration, Estimate
-from hil.config import FaultPlan
-from robots import Robot
+from simreal.calibration.params import AXES
+from simreal.calibration.schema import Calibration, Estimate
+from simreal.hil.config import FaultPlan
+from simreal.robots import Robot
 
 # ranges the hidden values are drawn from (uniform)
 LEGGED_HIDDEN = {"strength": (0.85, 1.15), "damping": (0.05, 0.3), "frictionloss": (0.05, 0.3),
@@ -46,8 +46,8 @@ def hidden_calibration(robot: Robot, seed: int = 0, kinds: tuple[str, ...] | Non
                        ) -> Calibration:
     """Perturbed parameters for the simulated robot (the truth a fit should find); `kinds`
     limits them to those parameter kinds (the others keep the description's values)."""
-    from calibration.params import ParamSet
-    from sim.backend import compile_model
+    from simreal.calibration.params import ParamSet
+    from simreal.sim.backend import compile_model
 
     rng = np.random.default_rng(seed)
     kind = robot.spec.kind
@@ -124,11 +124,11 @@ def validate(robot: Robot, experiment: str, scale: float = 1.0, seed: int = 0,
              kinds: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Record `experiment` against the perturbed, noisy simulated robot, calibrate, compare.
     `kinds`: perturb and fit only those parameter kinds (default: all of the experiment's)."""
-    from calibration.apply import calibrated_robot_dir, hidden_sim_config, split_latency
-    from calibration.experiments import make_experiment
-    from calibration.record import record, record_in_process, write_log
-    from calibration.run import calibrate
-    from calibration.schema import save_calibration
+    from simreal.calibration.apply import calibrated_robot_dir, hidden_sim_config, split_latency
+    from simreal.calibration.experiments import make_experiment
+    from simreal.calibration.record import record, record_in_process, write_log
+    from simreal.calibration.run import calibrate
+    from simreal.calibration.schema import save_calibration
 
     work = Path(workdir or tempfile.mkdtemp(prefix="simreal-validate-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -169,7 +169,7 @@ def validate(robot: Robot, experiment: str, scale: float = 1.0, seed: int = 0,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from simreal.registry import get_robot
+    from simreal.robots.registry import get_robot
 
     p = argparse.ArgumentParser(prog="python -m calibration.validate", description=__doc__)
     p.add_argument("--robot", default="go2")

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from array_api_compat import array_namespace
 
-from deploy.contract import ActionSpec
+from simreal.deploy.contract import ActionSpec
 
 Array = Any
 

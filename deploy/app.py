@@ -21,18 +21,18 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from deploy.loop import (
+from simreal.deploy.loop import (
     cpu_latency_request,
     pin_process,
     run_loop,
     run_triggered,
     set_realtime,
 )
-from deploy.node import DeployError, DeployNode, NodeConfig
-from deploy.policy import OnnxPolicy
-from deploy.runner import PolicyRunner
-from deploy.transport import TransportBase
-from robots import Robot, load_robot_dir
+from simreal.deploy.node import DeployError, DeployNode, NodeConfig
+from simreal.deploy.policy import OnnxPolicy
+from simreal.deploy.runner import PolicyRunner
+from simreal.deploy.transport import TransportBase
+from simreal.robots import Robot, load_robot_dir
 
 log = logging.getLogger("simreal.deploy")
 
@@ -62,7 +62,7 @@ def load_config(source: NodeConfig | Mapping[str, Any] | str | Path | None) -> N
 
 def make_transport(kind: str, domain_id: int = 0, network: bool = False) -> TransportBase:
     if kind == "dds":
-        from deploy import dds
+        from simreal.deploy import dds
 
         if not network:
             if os.environ.get("CYCLONEDDS_URI") not in (None, dds.LOOPBACK_CONFIG):
@@ -71,7 +71,7 @@ def make_transport(kind: str, domain_id: int = 0, network: bool = False) -> Tran
             dds.use_loopback()
         return dds.Transport(domain_id=domain_id, network=network)
     if kind == "ros2":
-        from deploy.ros2 import RclpyTransport
+        from simreal.deploy.ros2 import RclpyTransport
 
         if not network:
             os.environ["ROS_LOCALHOST_ONLY"] = "1"  # Humble

@@ -31,13 +31,13 @@ from typing import Any, Literal
 
 import numpy as np
 
-from deploy import codecs
-from deploy import messages as m
-from deploy.interfaces import RobotInterface, Signals, TopicSpec
-from deploy.safety import Mode
-from deploy.transport import QoS
-from robots import Robot
-from robots.kinematics import forward_kinematics
+from simreal.deploy import codecs
+from simreal.deploy import messages as m
+from simreal.deploy.interfaces import RobotInterface, Signals, TopicSpec
+from simreal.deploy.safety import Mode
+from simreal.deploy.transport import QoS
+from simreal.robots import Robot
+from simreal.robots.kinematics import forward_kinematics
 
 ArmCommand = Literal["forward_position", "joint_trajectory"]
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from deploy import messages as m
+from simreal.deploy import messages as m
 
 
 def stamp(t: float | None = None) -> m.Time:

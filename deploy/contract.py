@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from robots import Robot
+from simreal.robots import Robot
 
 CONTRACT_KEY = "simreal.contract"
 CONTRACT_FORMAT = "simreal.policy_contract/1"

@@ -34,9 +34,9 @@ from cyclonedds.sub import DataReader, InvalidSample
 from cyclonedds.topic import Topic
 from cyclonedds.util import duration
 
-from deploy.loop import process_threads, slice_threads
-from deploy.messages import ros_topic
-from deploy.transport import QoS, TransportBase
+from simreal.deploy.loop import process_threads, slice_threads
+from simreal.deploy.messages import ros_topic
+from simreal.deploy.transport import QoS, TransportBase
 
 LOOPBACK_CONFIG = (
     "<CycloneDDS><Domain id=\"any\"><General><Interfaces>"

@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from deploy import codecs, px4, unitree
-from deploy import messages as m
-from deploy.safety import Mode
-from deploy.transport import QoS
-from robots import Robot
+from simreal.deploy import codecs, px4, unitree
+from simreal.deploy import messages as m
+from simreal.deploy.safety import Mode
+from simreal.deploy.transport import QoS
+from simreal.robots import Robot
 
 Signals = dict[str, np.ndarray]
 

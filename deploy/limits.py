@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from deploy.contract import PolicyContract
-from robots import Robot
+from simreal.deploy.contract import PolicyContract
+from simreal.robots import Robot
 
 
 class LimitsError(ValueError):

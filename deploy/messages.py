@@ -16,7 +16,7 @@ import cyclonedds.idl.annotations as annotate
 from cyclonedds.idl import IdlStruct
 from cyclonedds.idl.types import array, float64, int32, sequence, uint32
 
-from deploy import cdr
+from simreal.deploy import cdr
 
 
 def ros_topic(name: str) -> str:

@@ -29,9 +29,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from deploy import codecs
-from deploy.arm import ArmGeneric, orientation_command, pose_signals
-from deploy.interfaces import (
+from simreal.deploy import codecs
+from simreal.deploy.arm import ArmGeneric, orientation_command, pose_signals
+from simreal.deploy.interfaces import (
     COMMAND_INPUTS,
     INPUT_TOPICS,
     Go2Native,
@@ -41,11 +41,11 @@ from deploy.interfaces import (
     RobotInterface,
     TopicSpec,
 )
-from deploy.limits import CommandLimits, command_limits, torque_bounds
-from deploy.runner import PolicyRunner
-from deploy.safety import Mode, SafetyConfig, SafetyLayer
-from deploy.terms import TERMS
-from deploy.transport import TransportBase
+from simreal.deploy.limits import CommandLimits, command_limits, torque_bounds
+from simreal.deploy.runner import PolicyRunner
+from simreal.deploy.safety import Mode, SafetyConfig, SafetyLayer
+from simreal.deploy.terms import TERMS
+from simreal.deploy.transport import TransportBase
 
 log = logging.getLogger("simreal.node")
 

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from array_api_compat import array_namespace
 
-from deploy.contract import ObsTerm
-from deploy.terms import TERMS, Signals
+from simreal.deploy.contract import ObsTerm
+from simreal.deploy.terms import TERMS, Signals
 
 Array = Any
 Perturb = Callable[[str, Array], Array]

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
-from deploy.contract import CONTRACT_KEY, ContractError, PolicyContract
+from simreal.deploy.contract import CONTRACT_KEY, ContractError, PolicyContract
 
 
 class OnnxPolicy:

@@ -28,8 +28,8 @@ import numpy as np
 from cyclonedds.idl import IdlStruct
 from cyclonedds.idl.types import array, float32, int8, uint8, uint16, uint64
 
-from deploy import cdr
-from deploy.messages import ros_typename
+from simreal.deploy import cdr
+from simreal.deploy.messages import ros_typename
 
 NUM_CONTROLS = 12
 POSE_FRAME_NED, POSE_FRAME_FRD = 1, 2

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from deploy.actions import ActionMapper
-from deploy.observation import ObservationBuilder
-from deploy.policy import OnnxPolicy
-from deploy.terms import Signals
-from robots import Robot
+from simreal.deploy.actions import ActionMapper
+from simreal.deploy.observation import ObservationBuilder
+from simreal.deploy.policy import OnnxPolicy
+from simreal.deploy.terms import Signals
+from simreal.robots import Robot
 
 
 class PolicyRunner:

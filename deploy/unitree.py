@@ -35,9 +35,9 @@ import numpy as np
 from cyclonedds.idl import IdlStruct
 from cyclonedds.idl.types import array, float32, int8, int16, int32, uint8, uint16, uint32
 
-from deploy import cdr
-from deploy.clayout import c_struct
-from deploy.messages import ros_typename
+from simreal.deploy import cdr
+from simreal.deploy.clayout import c_struct
+from simreal.deploy.messages import ros_typename
 
 NUM_MOTORS = 20
 HEAD = (0xFE, 0xEF)

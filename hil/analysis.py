@@ -38,19 +38,19 @@ from typing import Any
 
 import numpy as np
 
-from deploy import codecs, px4, unitree
-from deploy import messages as m
-from deploy.app import load_config
-from deploy.interfaces import Go2Native, Px4Native, QuadGeneric
-from deploy.limits import command_limits
-from deploy.node import make_interface
-from deploy.policy import OnnxPolicy
-from deploy.runner import PolicyRunner
-from deploy.transport import DEPTH, QoS
-from hil.config import Delay, FaultPlan, NodeCrash, Reorder
-from hil.mcap_log import LogMessage, write_mcap
-from hil.messages import String
-from hil.record import CYCLE, EVENT, RECEIVED, SENT, TOPIC, TRUTH, Record, read_records
+from simreal.deploy import codecs, px4, unitree
+from simreal.deploy import messages as m
+from simreal.deploy.app import load_config
+from simreal.deploy.interfaces import Go2Native, Px4Native, QuadGeneric
+from simreal.deploy.limits import command_limits
+from simreal.deploy.node import make_interface
+from simreal.deploy.policy import OnnxPolicy
+from simreal.deploy.runner import PolicyRunner
+from simreal.deploy.transport import DEPTH, QoS
+from simreal.hil.config import Delay, FaultPlan, NodeCrash, Reorder, command_at
+from simreal.hil.mcap_log import LogMessage, write_mcap
+from simreal.hil.messages import String
+from simreal.hil.record import CYCLE, EVENT, RECEIVED, SENT, TOPIC, TRUTH, Record, read_records
 
 TYPES: dict[str, type] = {m.ros_type(c): c for c in (
     *m.ROS_TYPES, *unitree.MESSAGE_TYPES, *px4.MESSAGE_TYPES, String)}
@@ -504,16 +504,6 @@ def _rotate_inverse(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     return v - w * t + np.cross(u, t)
 
 
-def command_at(setup: Any, what: str, t: np.ndarray) -> np.ndarray:
-    """The scenario's command (velocity, position or pose) in force at each scenario time."""
-    cmds = sorted((c.at_s, getattr(c, what)) for c in setup.scenario.commands
-                  if getattr(c, what) is not None)
-    out = np.full((len(t), len(cmds[0][1]) if cmds else 3), np.nan)
-    for at, v in cmds:
-        out[t >= at] = v
-    return out
-
-
 def expectations(setup: Any, truth: dict[str, np.ndarray]) -> tuple[list[dict], dict]:
     checks, metrics = [], {}
     ex = setup.scenario.expect
@@ -523,7 +513,8 @@ def expectations(setup: Any, truth: dict[str, np.ndarray]) -> tuple[list[dict], 
     if ex.hover is not None:
         h = ex.hover
         sel = (t >= h.from_s) & (t <= h.to_s)
-        err = np.linalg.norm(truth["position"] - command_at(setup, "position", t), axis=1)[sel]
+        target = command_at(setup.scenario, "position", t)
+        err = np.linalg.norm(truth["position"] - target, axis=1)[sel]
         ok = bool(sel.any()) and bool(np.all(err < h.max_error_m))
         metrics["hover"] = {"window_s": [h.from_s, h.to_s], "samples": int(sel.sum()),
                             "max_error_m": float(err.max()) if err.size else None,
@@ -536,7 +527,7 @@ def expectations(setup: Any, truth: dict[str, np.ndarray]) -> tuple[list[dict], 
     if ex.velocity is not None:
         v = ex.velocity
         sel = (t >= v.from_s) & (t <= v.to_s)
-        cmd = command_at(setup, "velocity", t)
+        cmd = command_at(setup.scenario, "velocity", t)
         err = np.linalg.norm(truth["body_velocity"][:, :2] - cmd[:, :2], axis=1)[sel]
         mean = float(err.mean()) if err.size else None
         ok = mean is not None and mean < v.max_mean_error
@@ -558,7 +549,7 @@ def _reach(r: Any, setup: Any, truth: dict[str, np.ndarray], metrics: dict) -> d
     largest position error and rotation angle, each within its limit."""
     t = truth["t"]
     sel = (t >= r.from_s) & (t <= r.to_s)
-    target = command_at(setup, "pose", t)[sel]
+    target = command_at(setup.scenario, "pose", t)[sel]
     err = np.linalg.norm(truth["position"][sel] - target[:, :3], axis=1)
     dot = np.abs((truth["orientation"][sel] * target[:, 3:]).sum(axis=1)).clip(max=1.0)
     angle = np.degrees(2 * np.arccos(dot))  # NaN where no pose was commanded yet: fails
@@ -656,7 +647,7 @@ def log_messages(data: RunData, truth_names: list[str]) -> list[LogMessage]:
 
 # --- all of it ---------------------------------------------------------------------------------
 def analyze(setup: Any, times: dict[str, Any]) -> dict[str, Any]:
-    from hil import plots
+    from simreal.hil import plots
 
     data = load(setup.work, times.get("t0_wall_ns"))
     counts = account(data, in_flight_s(setup.faults))
@@ -666,7 +657,7 @@ def analyze(setup: Any, times: dict[str, Any]) -> dict[str, Any]:
     scenario_checks, metrics = expectations(setup, truth)
     cfg_topics = next((r["config"]["topics"] for r in runs.values() if r["config"]), {})
     robot = setup.robot
-    from sim.hil_robot import robot_side_interface
+    from simreal.hil.robot import robot_side_interface
 
     iface = robot_side_interface(robot, setup.scenario.interface, setup.scenario.robot)
     state_topics = {cfg_topics.get(s.key, s.default) for s in iface.state_topics}

@@ -6,7 +6,7 @@ A scenario says what the run does and what it must show:
     duration_s: 14             # scenario time, from the robot's first command
     interface: native          # generic | native (both the robot and the node)
     realtime_priority: 20      # SCHED_FIFO for the robot's and node's loops (null: none)
-    robot: {state_rate_hz: 100}        # the simulated robot (sim/hil_robot.RobotSimConfig)
+    robot: {state_rate_hz: 100}        # the simulated robot (hil/robot.RobotSimConfig)
     node: {trigger: timer}             # the deploy node (deploy.node.NodeConfig)
     commands:                  # timed user commands, held until the next one
       - {at_s: 1.0, velocity: [0.5, 0.0, 0.0]}   # cmd_vel: forward, lateral m/s, yaw rate
@@ -46,6 +46,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import numpy as np
 import yaml
 from pydantic import (
     BaseModel,
@@ -56,8 +57,8 @@ from pydantic import (
     model_validator,
 )
 
-from deploy.node import NodeConfig
-from sim.hil_robot import RobotSimConfig
+from simreal.deploy.node import NodeConfig
+from simreal.hil.robot import RobotSimConfig
 
 
 class HilConfigError(ValueError):
@@ -364,3 +365,13 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def load_faults(path: str | Path) -> FaultPlan:
     return _load(path, FaultPlan)
+
+
+def command_at(scenario: Scenario, what: str, t: np.ndarray) -> np.ndarray:
+    """The scenario's command (velocity, position or pose) in force at each scenario time."""
+    cmds = sorted((c.at_s, getattr(c, what)) for c in scenario.commands
+                  if getattr(c, what) is not None)
+    out = np.full((len(t), len(cmds[0][1]) if cmds else 3), np.nan)
+    for at, v in cmds:
+        out[t >= at] = v
+    return out

@@ -1,6 +1,6 @@
 """Fault injection on the link and the robot's sensors, seeded and reproducible.
 
-`FaultyLink` sits between the simulated robot's application and the wire (sim/hil_robot.Link):
+`FaultyLink` sits between the simulated robot's application and the wire (hil/robot.Link):
 state messages pass it on their way out, commands on their way in, so both directions of the
 robot's link are covered without a relay. Per message it draws, from a generator seeded by
 (plan seed, robot instance, direction, topic), a fixed vector of uniforms, so the n-th message
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from hil.config import (
+from simreal.hil.config import (
     ClockJump,
     Delay,
     Drop,
@@ -41,7 +41,7 @@ from hil.config import (
     SensorFreeze,
     SensorNoise,
 )
-from hil.record import identity
+from simreal.hil.record import identity
 
 DUPLICATE_GAP_S = 0.001  # a duplicate follows its original by this much
 
@@ -135,7 +135,7 @@ class _Direction:
 
 
 class FaultyLink:
-    """The robot's link with the plan's link faults (sim/hil_robot.Link)."""
+    """The robot's link with the plan's link faults (hil/robot.Link)."""
 
     def __init__(self, plan: FaultPlan, instance: int, report: Callable[..., None],
                  scenario_time: Callable[[], float],
@@ -255,6 +255,6 @@ def check_signals(plan: FaultPlan, provided: Sequence[str], dims: dict[str, int]
                 problems.append(f"faults[{i}].value: {len(f.value)} values for {size} "
                                 "components")
     if problems:
-        from hil.config import HilConfigError
+        from simreal.hil.config import HilConfigError
 
         raise HilConfigError(f"{where}: " + "; ".join(problems))

@@ -36,14 +36,14 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from deploy import codecs, dds
-from deploy import messages as m
-from deploy.arm import pose_stamped
-from deploy.interfaces import INPUT_TOPICS
-from deploy.policy import OnnxPolicy
-from deploy.runner import PolicyRunner
-from deploy.transport import QoS
-from hil.config import (
+from simreal.deploy import codecs, dds
+from simreal.deploy import messages as m
+from simreal.deploy.arm import pose_stamped
+from simreal.deploy.interfaces import INPUT_TOPICS
+from simreal.deploy.policy import OnnxPolicy
+from simreal.deploy.runner import PolicyRunner
+from simreal.deploy.transport import QoS
+from simreal.hil.config import (
     FaultPlan,
     NodeCrash,
     RobotRestart,
@@ -52,8 +52,8 @@ from hil.config import (
     load_faults,
     load_scenario,
 )
-from hil.record import RecordWriter, TapTransport
-from robots import Robot
+from simreal.hil.record import RecordWriter, TapTransport
+from simreal.robots import Robot
 
 log = logging.getLogger("simreal.hil")
 
@@ -157,7 +157,7 @@ def prepare(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
             domain_id: int | None = None, network: bool = False, real_robot: bool = False,
             interface: str | None = None) -> RunSetup:
     """Everything checked, nothing started: refuses bad input with the file and field named."""
-    from sim.hil_robot import robot_side_interface
+    from simreal.hil.robot import robot_side_interface
 
     policy = Path(policy)
     runner = PolicyRunner(OnnxPolicy(policy), robot)  # the contract, every mismatch named
@@ -200,7 +200,7 @@ def prepare(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
         arm = sc.robot.model_copy(update={"arm_command": sc.node_config().arm_command})
         sc = sc.model_copy(update={"robot": arm})
     iface = robot_side_interface(robot, sc.interface, sc.robot)
-    from hil.faults import check_signals
+    from simreal.hil.faults import check_signals
 
     dims = {"joint_pos": len(robot.spec.joints), "joint_vel": len(robot.spec.joints),
             "joint_effort": len(robot.spec.joints), "orientation": 4}
@@ -344,7 +344,7 @@ class Harness:
                 "snapshot": str(s.work / "snapshot.json") if any(
                     f.resume == "snapshot" for f in s.faults.of(RobotRestart)) else None,
                 "max_s": s.scenario.duration_s + STARTUP_TIMEOUT_S + FIRST_COMMAND_TIMEOUT_S}
-        proc = Proc(f"robot-{i}", [sys.executable, "-m", "hil.robot_proc",
+        proc = Proc(f"robot-{i}", [sys.executable, "-m", "simreal.hil.robot_proc",
                                    str(self._spec(f"robot-{i}", spec))],
                     self.env, s.work / f"robot-{i}.log")
         self.robots.append(proc)
@@ -363,7 +363,7 @@ class Harness:
                 "record_received": s.real_robot,
                 "max_cycles": int((s.scenario.duration_s + STARTUP_TIMEOUT_S
                                    + FIRST_COMMAND_TIMEOUT_S) * rate)}
-        proc = Proc(f"node-{i}", [sys.executable, "-m", "hil.node_proc",
+        proc = Proc(f"node-{i}", [sys.executable, "-m", "simreal.hil.node_proc",
                                   str(self._spec(f"node-{i}", spec))],
                     self.env, s.work / f"node-{i}.log")
         self.nodes.append(proc)
@@ -431,7 +431,7 @@ class Harness:
         path = self.s.work / "node-0.rec"
         if not path.exists():
             return False
-        from hil.record import SENT, read_records
+        from simreal.hil.record import SENT, read_records
 
         return any(r.kind == SENT for r in read_records(path))
 
@@ -507,7 +507,7 @@ def run_hil(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
             interface: str | None = None, progress: bool = True) -> dict[str, Any]:
     """Run one HIL scenario and write DIR/run.mcap, DIR/report.json and the plots; returns the
     report."""
-    from hil.analysis import analyze
+    from simreal.hil.analysis import analyze
 
     setup = prepare(robot, policy, scenario, faults, out, domain_id, network, real_robot,
                     interface)
@@ -521,9 +521,9 @@ def run_hil(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
 
 def reanalyze(out: str | Path, progress: bool = False) -> dict[str, Any]:
     """Analyze a finished run directory again (its records are kept in DIR/logs)."""
-    from hil.analysis import analyze
-    from hil.record import EVENT, read_records
-    from robots import load_robot_dir
+    from simreal.hil.analysis import analyze
+    from simreal.hil.record import EVENT, read_records
+    from simreal.robots import load_robot_dir
 
     out = Path(out)
     events = [r.json() for r in read_records(out / "logs" / "harness.rec") if r.kind == EVENT]

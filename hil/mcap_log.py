@@ -27,7 +27,7 @@ from cyclonedds.idl import IdlStruct
 from cyclonedds.idl.types import array, sequence
 from mcap.writer import CompressionType, Writer
 
-from deploy.messages import ros_type
+from simreal.deploy.messages import ros_type
 
 SEPARATOR = "=" * 80
 PRIMITIVES = {"bool", "byte", "char", "int8", "uint8", "int16", "uint16", "int32", "uint32",

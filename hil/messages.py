@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import cyclonedds.idl.annotations as annotate
 from cyclonedds.idl import IdlStruct
 
-from deploy.messages import ros_typename
+from simreal.deploy.messages import ros_typename
 
 
 @dataclass

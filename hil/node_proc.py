@@ -24,13 +24,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from deploy.app import load_config, make_transport, run
-from deploy.loop import set_realtime
-from deploy.node import DeployNode
-from deploy.policy import OnnxPolicy
-from deploy.runner import PolicyRunner
-from hil.record import RecordWriter, TapTransport
-from robots import load_robot_dir
+from simreal.deploy.app import load_config, make_transport, run
+from simreal.deploy.loop import set_realtime
+from simreal.deploy.node import DeployNode
+from simreal.deploy.policy import OnnxPolicy
+from simreal.deploy.runner import PolicyRunner
+from simreal.hil.record import RecordWriter, TapTransport
+from simreal.robots import load_robot_dir
 
 
 class RecordedNode(DeployNode):

@@ -21,6 +21,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from simreal.hil.config import command_at  # noqa: E402
+
 MODE_LEVEL = {"estop": -1, "damp": 0, "soft_start": 1, "run": 2}
 
 
@@ -50,21 +52,19 @@ def _faults(ax: Any, setup: Any) -> None:
 
 
 def tracking(setup: Any, data: Any, truth: dict[str, np.ndarray], path: Path) -> str:
-    from hil.analysis import command_at
-
     t = truth["t"]
     if setup.robot.spec.kind == "quadrotor":
         labels, meas = ["x (m)", "y (m)", "z (m)"], truth["position"]
-        cmd = command_at(setup, "position", t)
+        cmd = command_at(setup.scenario, "position", t)
         title = "position against setpoint"
     elif setup.robot.spec.kind == "arm":
         labels, meas = ["tool x (m)", "tool y (m)", "tool z (m)"], truth["position"]
-        cmd = command_at(setup, "pose", t)[:, :3]
+        cmd = command_at(setup.scenario, "pose", t)[:, :3]
         title = "tool position against the commanded pose"
     else:
         labels = ["forward (m/s)", "lateral (m/s)", "yaw rate (rad/s)"]
         meas = np.column_stack([truth["body_velocity"][:, :2], truth["angular_velocity"][:, 2]])
-        cmd = command_at(setup, "velocity", t)
+        cmd = command_at(setup.scenario, "velocity", t)
         title = "commanded against measured base velocity (body frame)"
     fig, axes = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
     for i, ax in enumerate(axes):

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deploy import px4, unitree
-from deploy.messages import ros_type
-from deploy.transport import QoS, TransportBase
+from simreal.deploy import px4, unitree
+from simreal.deploy.messages import ros_type
+from simreal.deploy.transport import QoS, TransportBase
 
 TOPIC, SENT, RECEIVED, EVENT, TRUTH, CYCLE = range(6)
 _HEAD = struct.Struct("<IqBHQ")

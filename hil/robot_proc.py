@@ -1,4 +1,4 @@
-"""The robot process of a HIL run: sim/hil_robot's robot with the plan's faults, recorded.
+"""The robot process of a HIL run: hil/robot's robot with the plan's faults, recorded.
 
     python -m hil.robot_proc SPEC.json
 
@@ -26,21 +26,21 @@ from typing import Any
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from deploy import dds  # noqa: E402
-from deploy.loop import set_realtime  # noqa: E402
-from deploy.transport import QoS  # noqa: E402
-from hil.config import FaultPlan, Push  # noqa: E402
-from hil.faults import FaultyLink, SensorFaults, clock_offset  # noqa: E402
-from hil.record import RecordWriter  # noqa: E402
-from robots import load_robot_dir  # noqa: E402
-from sim.hil_robot import RobotSimConfig, SimRobot  # noqa: E402
-from sim.hil_server import RobotServer  # noqa: E402
+from simreal.deploy import dds  # noqa: E402
+from simreal.deploy.loop import set_realtime  # noqa: E402
+from simreal.deploy.transport import QoS  # noqa: E402
+from simreal.hil.config import FaultPlan, Push  # noqa: E402
+from simreal.hil.faults import FaultyLink, SensorFaults, clock_offset  # noqa: E402
+from simreal.hil.record import RecordWriter  # noqa: E402
+from simreal.hil.robot import RobotSimConfig, SimRobot  # noqa: E402
+from simreal.hil.server import RobotServer  # noqa: E402
+from simreal.robots import load_robot_dir  # noqa: E402
 
 SNAPSHOT_PERIOD_S = 0.1
 
 
 class RecordObserver:
-    """sim/hil_robot.Observer onto a record file."""
+    """hil/robot.Observer onto a record file."""
 
     def __init__(self, rec: RecordWriter, t0: list[float | None]):
         self.rec, self.t0 = rec, t0

@@ -1,5 +1,5 @@
 """Robot descriptions: one MJCF and one robot.yaml per robot, shared by every stage."""
 
-from robots.description import Robot, RobotError, RobotSpec, load_robot_dir
+from simreal.robots.description import Robot, RobotError, RobotSpec, load_robot_dir
 
 __all__ = ["Robot", "RobotError", "RobotSpec", "load_robot_dir"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from array_api_compat import array_namespace
 
-from robots.description import DHRow, Kinematics
+from simreal.robots.description import DHRow, Kinematics
 
 Array = Any
 

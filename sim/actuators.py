@@ -24,8 +24,8 @@ from __future__ import annotations
 import mujoco
 import torch
 
-from robots import Robot
-from sim.backends import Backend
+from simreal.robots import Robot
+from simreal.sim.backends import Backend
 
 
 class ActuatorMismatch(ValueError):

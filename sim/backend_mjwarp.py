@@ -55,7 +55,7 @@ from typing import Any
 import mujoco
 import torch
 
-from sim.backend import BackendError, ModelLookup, compile_model
+from simreal.sim.backend import BackendError, ModelLookup, compile_model
 
 
 def load_warp() -> tuple[Any, Any]:

@@ -30,12 +30,12 @@ from typing import Any, Protocol
 import mujoco
 import torch
 
-from sim.backend import BackendError
+from simreal.sim.backend import BackendError
 
 # name -> "module:Class", imported on use (MuJoCo Warp and Warp load only when asked for)
 BACKENDS: dict[str, str] = {
-    "mujoco": "sim.backend:MujocoBackend",
-    "mjwarp": "sim.backend_mjwarp:MjWarpBackend",
+    "mujoco": "simreal.sim.backend:MujocoBackend",
+    "mjwarp": "simreal.sim.backend_mjwarp:MjWarpBackend",
 }
 
 

@@ -1,7 +1,7 @@
 """A rotor's motor model and thrust map (robot.yaml's `rotor_model`), written once.
 
 The training task (sim/tasks/quadrotor_hover.py, batched torch tensors) and the HIL robot
-(sim/hil_robot.py, one numpy vehicle) both step rotors with these functions:
+(hil/robot.py, one numpy vehicle) both step rotors with these functions:
 
 - the motor is a first-order lag on the rotor speed (a fraction of maximum rpm), integrated
   exactly over a step of dt: speed += alpha (command - speed), alpha = 1 - exp(-dt / tau);

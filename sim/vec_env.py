@@ -26,9 +26,9 @@ import torch
 from pydantic import BaseModel, ConfigDict
 from tensordict import TensorDict
 
-from deploy.contract import ObsTerm, PolicyContract
-from deploy.observation import ObservationBuilder
-from robots import Robot
+from simreal.deploy.contract import ObsTerm, PolicyContract
+from simreal.deploy.observation import ObservationBuilder
+from simreal.robots import Robot
 
 
 class TaskConfig(BaseModel):
@@ -47,7 +47,7 @@ class VecEnv(ABC):
                  backend: str = "mujoco", device: str | torch.device = "cpu"):
         """`backend` names the physics (sim/backends.py) and `device` where it and every
         tensor of the env live. A task builds its backend with `self.make_backend(...)`."""
-        from sim.backends import check_device
+        from simreal.sim.backends import check_device
 
         self.robot = robot
         self.cfg = cfg
@@ -79,7 +79,7 @@ class VecEnv(ABC):
                      model: Any = None, **options: Any):
         """This env's physics: `num_envs` copies of the MJCF (or of `model`, compiled from it
         with additions) on the env's backend and device."""
-        from sim.backends import make_backend
+        from simreal.sim.backends import make_backend
 
         return make_backend(self.backend_name, mjcf_path, self.num_envs, self.device,
                             model=model, nthread=nthread, **options)

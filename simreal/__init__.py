@@ -14,7 +14,7 @@ __all__ = ["evaluate", "export", "make_env", "train"]
 
 def __getattr__(name: str):
     # the API (and with it torch) loads on first use, so that `simreal deploy` and
-    # `import simreal.registry` stay free of torch and mujoco
+    # `simreal tasks` stay free of torch and mujoco
     if name in __all__:
         from simreal import api
 

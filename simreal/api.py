@@ -9,9 +9,10 @@ from typing import Any
 
 import yaml
 
-from deploy.contract import ContractError
-from simreal.registry import get_robot, get_task
-from train.checkpoint import CheckpointError, latest_in, load, write_text_atomic
+from simreal.deploy.contract import ContractError
+from simreal.robots.registry import get_robot
+from simreal.sim.registry import get_task
+from simreal.train.checkpoint import CheckpointError, latest_in, load, write_text_atomic
 
 
 def make_env(task: str, num_envs: int = 1024, seed: int = 0,
@@ -21,7 +22,7 @@ def make_env(task: str, num_envs: int = 1024, seed: int = 0,
     (sim/backends.py: mujoco, mjwarp) on `device` (cpu, cuda, cuda:N)."""
     import inspect
 
-    from sim.backend import BackendError
+    from simreal.sim.backend import BackendError
 
     cls = get_task(task)
     robot_obj = get_robot(robot or cls.robot_name)
@@ -63,7 +64,7 @@ def train(task: str, algo: str | None = None, envs: int | None = None,
     the policy with `--robot RUN_DIR/robot`), with the task's randomization ranges set from the
     fit (calibration/apply.py); `task_config` still overrides those.
     """
-    from train import distributed
+    from simreal.train import distributed
 
     joined = distributed.launched() and not distributed.is_distributed()
     try:
@@ -76,8 +77,8 @@ def train(task: str, algo: str | None = None, envs: int | None = None,
 
 def _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress, callback,
            task_config, algo_config, backend, device, calibration=None) -> dict[str, Any]:
-    from train import distributed
-    from train.algos import get_algo
+    from simreal.train import distributed
+    from simreal.train.algos import get_algo
 
     ckpt = None
     if resume is not None:
@@ -103,8 +104,8 @@ def _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress, 
             _merged(algo_defaults.get("config", {}), algo_config or {}))
         calib_cfg: dict[str, Any] = {}
         if calibration is not None:
-            from calibration.apply import task_overrides
-            from calibration.schema import load_calibration
+            from simreal.calibration.apply import task_overrides
+            from simreal.calibration.schema import load_calibration
 
             calib = load_calibration(calibration)
             if calib.robot != get_robot(cls.robot_name).name:
@@ -176,8 +177,8 @@ def _calibrated_robot(config: dict[str, Any], run_dir: Path | None) -> str:
     robot.yaml and MJCF with the fitted values, whose hash the policy contract records."""
     import tempfile
 
-    from calibration.apply import calibrated_robot_dir
-    from calibration.schema import load_calibration
+    from simreal.calibration.apply import calibrated_robot_dir
+    from simreal.calibration.schema import load_calibration
 
     where = run_dir / "robot" if run_dir is not None else Path(
         tempfile.mkdtemp(prefix="simreal-robot-")) / "robot"
@@ -199,7 +200,7 @@ def _merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
 
 def _runner(config: dict[str, Any], env, run_dir: Path | None):
     """The algorithm's runner for a resolved run config."""
-    from train.algos import get_algo
+    from simreal.train.algos import get_algo
 
     spec = get_algo(config["algo"])
     algo_cfg = spec.config().model_validate(config["algo_config"])
@@ -208,7 +209,7 @@ def _runner(config: dict[str, Any], env, run_dir: Path | None):
 
 def export(checkpoint: str | Path, out: str | Path) -> Path:
     """policy.onnx from a checkpoint: the deterministic actor with its normalizer and contract."""
-    from train.export import export_onnx
+    from simreal.train.export import export_onnx
 
     ckpt = load(checkpoint)
     cfg = ckpt["config"]
@@ -230,7 +231,7 @@ def evaluate(policy: str | Path, task: str | None = None, episodes: int = 100,
     task's), built with `task_config` (the run's, from its config.yaml; default the task's
     defaults) less its training-only settings. Refuses a policy whose contract (observations,
     action mapping, rate, commands) differs from the evaluation environment's."""
-    from deploy.policy import OnnxPolicy
+    from simreal.deploy.policy import OnnxPolicy
     from simreal.evaluate import run_episodes
 
     onnx_policy = OnnxPolicy(policy)

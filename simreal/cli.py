@@ -8,18 +8,19 @@ import json
 import sys
 
 import simreal  # noqa: F401  (sets the threading environment before torch loads)
-from simreal.registry import UnknownNameError, get_robot, get_task, robot_dirs, task_names
-from train.algos import ALGOS
+from simreal.robots.registry import UnknownNameError, get_robot, robot_dirs
+from simreal.sim.registry import get_task, task_names
+from simreal.train.algos import ALGOS
 
 
 def _known_errors() -> tuple[type[BaseException], ...]:
     from pydantic import ValidationError
 
-    from deploy.contract import ContractError
-    from robots import RobotError
-    from sim.backend import BackendError
+    from simreal.deploy.contract import ContractError
     from simreal.play import PlayError
-    from train.checkpoint import CheckpointError
+    from simreal.robots import RobotError
+    from simreal.sim.backend import BackendError
+    from simreal.train.checkpoint import CheckpointError
 
     return (UnknownNameError, RobotError, ContractError, CheckpointError, BackendError, PlayError,
             ValidationError, FileNotFoundError, FileExistsError, ValueError)
@@ -153,16 +154,16 @@ def _deploy(args: argparse.Namespace) -> int:
 
     from pydantic import ValidationError
 
-    from deploy.app import deploy
-    from deploy.contract import ContractError
-    from deploy.node import DeployError
-    from robots import RobotError
+    from simreal.deploy.app import deploy
+    from simreal.deploy.contract import ContractError
+    from simreal.deploy.node import DeployError
+    from simreal.robots import RobotError
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="simreal deploy: %(message)s")
     try:
-        from deploy.dds import TransportError
-        from deploy.ros2 import RclpyUnavailable
+        from simreal.deploy.dds import TransportError
+        from simreal.deploy.ros2 import RclpyUnavailable
 
         summary = deploy(args.policy, get_robot(args.robot), args.transport, args.domain_id,
                          args.interface, args.network, args.config, args.max_cycles)
@@ -176,10 +177,10 @@ def _deploy(args: argparse.Namespace) -> int:
 
 def _hil(args: argparse.Namespace) -> int:
     """`simreal hil`: exit 0 when every check passed, 1 when one failed, 2 on bad input."""
-    from deploy.contract import ContractError
-    from hil.config import HilConfigError
-    from hil.harness import HilError, run_hil
-    from robots import RobotError
+    from simreal.deploy.contract import ContractError
+    from simreal.hil.config import HilConfigError
+    from simreal.hil.harness import HilError, run_hil
+    from simreal.robots import RobotError
 
     try:
         report = run_hil(get_robot(args.robot), args.policy, args.scenario, args.faults,
@@ -203,17 +204,17 @@ def _calibration(args: argparse.Namespace) -> int:
     import time
     from pathlib import Path
 
-    from calibration.experiments import ExperimentError
-    from calibration.logs import LogError
-    from calibration.record import RecordError
-    from calibration.schema import CalibrationError
-    from hil.config import HilConfigError
-    from robots import RobotError
+    from simreal.calibration.experiments import ExperimentError
+    from simreal.calibration.logs import LogError
+    from simreal.calibration.record import RecordError
+    from simreal.calibration.schema import CalibrationError
+    from simreal.hil.config import HilConfigError
+    from simreal.robots import RobotError
 
     try:
         robot = get_robot(args.robot)
         if args.command == "record":
-            from calibration.record import record
+            from simreal.calibration.record import record
 
             out = args.out or Path("runs") / (
                 f"record_{args.experiment}_{time.strftime('%Y%m%d-%H%M%S')}.mcap")
@@ -221,7 +222,7 @@ def _calibration(args: argparse.Namespace) -> int:
                             args.network, args.sim, args.hidden, args.faults, args.scale,
                             args.in_process)
         else:
-            from calibration.run import calibrate
+            from simreal.calibration.run import calibrate
 
             kinds = tuple(k.strip() for k in args.kinds.split(",")) if args.kinds else None
             calib = calibrate(args.logs, robot, args.out, args.sigmas, args.max_nfev,

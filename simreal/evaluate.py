@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from deploy.policy import OnnxPolicy
-from deploy.runner import PolicyRunner
+from simreal.deploy.policy import OnnxPolicy
+from simreal.deploy.runner import PolicyRunner
 
 
 def run_episodes(env: Any, policy: OnnxPolicy, episodes: int) -> dict[str, Any]:

@@ -77,10 +77,10 @@ class Player:
     def __init__(self, policy: str | Path, task: str | None = None, seed: int = 0):
         import mujoco
 
-        from deploy.contract import ContractError
-        from deploy.policy import OnnxPolicy
-        from deploy.runner import PolicyRunner
         from simreal.api import make_env
+        from simreal.deploy.contract import ContractError
+        from simreal.deploy.policy import OnnxPolicy
+        from simreal.deploy.runner import PolicyRunner
 
         self.policy = OnnxPolicy(policy)
         contract = self.policy.contract

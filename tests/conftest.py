@@ -11,7 +11,7 @@ from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 
-from sim.tasks.quadrotor_hover import TRAIN_DEFAULTS  # noqa: E402
+from simreal.sim.tasks.quadrotor_hover import TRAIN_DEFAULTS  # noqa: E402
 
 # environment steps per PPO iteration of the 64-env runs below
 STEPS_PER_ITERATION = 64 * TRAIN_DEFAULTS["ppo"]["config"].get("steps_per_env", 24)

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from deploy import messages as m
-from deploy.arm import ArmGeneric, pose_stamped
-from deploy.node import DeployError, DeployNode, NodeConfig
-from deploy.policy import OnnxPolicy
-from deploy.runner import PolicyRunner
-from deploy.transport import LocalBus
 from simreal.api import make_env
+from simreal.deploy import messages as m
+from simreal.deploy.arm import ArmGeneric, pose_stamped
+from simreal.deploy.node import DeployError, DeployNode, NodeConfig
+from simreal.deploy.policy import OnnxPolicy
+from simreal.deploy.runner import PolicyRunner
+from simreal.deploy.transport import LocalBus
 from tests.test_messages import STORE, to_rosbags
 from tests.test_node_fixtures import export_policy
 

@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from robots.kinematics import quat_mul
-from sim.tasks.arm_base import NUM_ARM_JOINTS, solve_ik
-from sim.tasks.arm_reach import DOWN
 from simreal.api import make_env
+from simreal.robots.kinematics import quat_mul
+from simreal.sim.tasks.arm_base import NUM_ARM_JOINTS, solve_ik
+from simreal.sim.tasks.arm_reach import DOWN
 
 N = 16
 

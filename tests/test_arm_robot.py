@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import yaml
 
-from robots import RobotError, load_robot_dir
-from robots.kinematics import forward_kinematics
-from simreal.registry import get_robot
+from simreal.robots import RobotError, load_robot_dir
+from simreal.robots.kinematics import forward_kinematics
+from simreal.robots.registry import get_robot
 
 ROBOTS = Path(__file__).resolve().parent.parent / "robots"
 READY = [0.0, -math.pi / 4, 0.0, -3 * math.pi / 4, 0.0, math.pi / 2, math.pi / 4]

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from deploy.observation import ObservationBuilder
-from robots.kinematics import forward_kinematics
 from simreal.api import make_env
+from simreal.deploy.observation import ObservationBuilder
+from simreal.robots.kinematics import forward_kinematics
 
 QUIET = {"randomization": {"enabled": False}, "joint_noise": 0.0,
          "noise": {"joint_pos": 0.0, "joint_vel": 0.0}}
@@ -162,8 +162,8 @@ def test_step_metrics_summarize_over_the_hold_window():
 def test_joint_targets_are_clamped_as_the_deploy_safety_layer_clamps_them():
     """The simulator's targets equal deploy's safety layer output (joint range, then the
     velocity limit per period from the last target) for the same actions."""
-    from deploy.limits import command_limits
-    from deploy.safety import SafetyConfig, SafetyLayer
+    from simreal.deploy.limits import command_limits
+    from simreal.deploy.safety import SafetyConfig, SafetyLayer
 
     env = make_env("arm-reach", num_envs=1, seed=4, config=QUIET)
     env.reset()

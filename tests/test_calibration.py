@@ -15,23 +15,23 @@ pytest.importorskip("mujoco")
 pytest.importorskip("rosbags")
 pytest.importorskip("scipy")
 
-from calibration.apply import (  # noqa: E402
+from simreal.calibration.apply import (  # noqa: E402
     calibrated_robot_dir,
     randomization_ranges,
     split_latency,
     task_overrides,
 )
-from calibration.experiments import make_experiment  # noqa: E402
-from calibration.logs import LogError, read_log  # noqa: E402
-from calibration.record import record_in_process, write_log  # noqa: E402
-from calibration.schema import (  # noqa: E402
+from simreal.calibration.experiments import make_experiment  # noqa: E402
+from simreal.calibration.logs import LogError, read_log  # noqa: E402
+from simreal.calibration.record import record_in_process, write_log  # noqa: E402
+from simreal.calibration.schema import (  # noqa: E402
     Calibration,
     CalibrationError,
     Estimate,
     load_calibration,
     save_calibration,
 )
-from simreal.registry import get_robot  # noqa: E402
+from simreal.robots.registry import get_robot  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -218,7 +218,7 @@ def test_split_latency(go2):
 
 
 def test_task_overrides_from_ranges(go2, crazyflie):
-    from simreal.registry import get_task
+    from simreal.sim.registry import get_task
 
     hover = get_task("quadrotor-hover")
     calib = _calib(crazyflie, {"mass": (0.03, 0.0005, 0.027),
@@ -258,7 +258,7 @@ def test_command_delay_holds_whole_commands(tmp_path, go2_log, go2):
 
 
 def test_calibrate_refuses_kinds_the_experiment_lacks(tmp_path, go2_log, go2):
-    from calibration.run import calibrate
+    from simreal.calibration.run import calibrate
 
     with pytest.raises(CalibrationError, match=r"kinds \['mass'\] are not fitted from go2-air"):
         calibrate([go2_log[0]], go2, tmp_path / "c.yaml", kinds=("mass",), progress=False)
@@ -298,7 +298,7 @@ def _check_recovered(result: dict) -> None:
 def test_validation_quadrotor_hover(tmp_path, crazyflie):
     """quad-hover against a crazyflie with hidden mass, thrust and torque coefficients, motor
     time constant, gyro bias, and noise on every sensor: each parameter within 5%."""
-    from calibration.validate import validate
+    from simreal.calibration.validate import validate
 
     result = validate(crazyflie, "quad-hover", scale=0.3, seed=0, workdir=tmp_path)
     names = set(result["parameters"])
@@ -327,7 +327,7 @@ def test_validation_go2_air(tmp_path, go2):
     damping, friction, armature, encoder offsets, torque limits) and a 10 ms latency, noise on
     every sensor and IMU biases: each recovered within 5% (offsets within 2.5 mrad), the
     residuals at the noise. The fit starts from the description's values."""
-    from calibration.validate import validate
+    from simreal.calibration.validate import validate
 
     result = validate(go2, "go2-air", scale=0.3, seed=0, workdir=tmp_path)
     params = result["parameters"]
@@ -376,7 +376,7 @@ def test_train_uses_calibration(tmp_path, crazyflie):
     import onnx
 
     meta = {p.key: p.value for p in onnx.load(str(run / "policy.onnx")).metadata_props}
-    from robots import load_robot_dir
+    from simreal.robots import load_robot_dir
 
     assert load_robot_dir(robot_dir).description_hash in json.dumps(meta)
     assert crazyflie.description_hash not in json.dumps(meta)

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from deploy import dds
-from deploy import messages as m
+from simreal.deploy import dds
+from simreal.deploy import messages as m
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +73,7 @@ def test_two_processes_meet_on_loopback():
 
 
 def test_tune_wakeups_gives_cyclones_receive_thread_the_short_slice():
-    from deploy import loop
+    from simreal.deploy import loop
 
     if sys.platform != "linux" or loop._get_attr(0) is None:
         pytest.skip("Linux sched_getattr only")

@@ -5,12 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import deploy
+from simreal import deploy
 
 
 def test_deploy_imports_neither_torch_nor_mujoco():
-    modules = [f"deploy.{m.name}" for m in pkgutil.iter_modules(deploy.__path__)]
-    assert "deploy.policy" in modules and "deploy.observation" in modules
+    modules = [f"simreal.deploy.{m.name}" for m in pkgutil.iter_modules(deploy.__path__)]
+    assert "simreal.deploy.policy" in modules and "simreal.deploy.observation" in modules
     code = (f"import sys; import {', '.join(modules)}; "
             "bad = [m for m in ('torch', 'mujoco', 'warp') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")

@@ -8,9 +8,9 @@ each shortcut to the general path (or to the formula it replaced), bit for bit.
 import numpy as np
 import pytest
 
-from deploy import codecs
-from deploy.limits import CommandLimits, torque_bounds
-from deploy.terms import TERMS
+from simreal.deploy import codecs
+from simreal.deploy.limits import CommandLimits, torque_bounds
+from simreal.deploy.terms import TERMS
 
 
 class _Wrapped(np.ndarray):
@@ -90,7 +90,7 @@ def test_rotate_equals_the_cross_product_formula():
 
 
 def test_joint_state_and_imu_decoders_reorder_and_refuse_short_messages():
-    from deploy import messages as m
+    from simreal.deploy import messages as m
 
     order = codecs.JointOrder(["b", "c", "a"])
     msg = m.JointState(name=["a", "b", "c"], position=[1.0, 2.0, 3.0],

@@ -39,8 +39,8 @@ def _worker(rank: int, port: int, algo: str, out: str) -> None:
     import torch.distributed as dist
 
     from simreal.api import make_env
-    from train import distributed
-    from train.algos import get_algo
+    from simreal.train import distributed
+    from simreal.train.algos import get_algo
 
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=TIMEOUT_S))
     try:
@@ -127,7 +127,7 @@ def test_torchrun_cli_rank0_writes_the_run(tmp_path: Path) -> None:
 
 
 def test_step_log_means_per_iteration_on_one_process() -> None:
-    from train.distributed import StepLog, all_reduce_gradients, is_distributed, rank_seed
+    from simreal.train.distributed import StepLog, all_reduce_gradients, is_distributed, rank_seed
 
     assert not is_distributed() and rank_seed(7) == 7
     log = StepLog()

@@ -7,10 +7,10 @@ import pytest
 import torch
 import yaml
 
-from deploy.contract import ContractError
 from simreal.api import evaluate, evaluation_config, load_task_config, make_env
 from simreal.cli import main
-from train.export import export_onnx
+from simreal.deploy.contract import ContractError
+from simreal.train.export import export_onnx
 
 SCALE = [0.5] * 7 + [0.05]  # arm-reach's default is larger on every joint
 

@@ -6,12 +6,12 @@ import pytest
 import torch
 import yaml
 
-from deploy.contract import CONTRACT_KEY, ContractError, PolicyContract
-from deploy.policy import OnnxPolicy
-from robots import load_robot_dir
 from simreal.api import make_env
-from train.export import export_onnx
-from train.modules import ActorCritic, DeterministicActor
+from simreal.deploy.contract import CONTRACT_KEY, ContractError, PolicyContract
+from simreal.deploy.policy import OnnxPolicy
+from simreal.robots import load_robot_dir
+from simreal.train.export import export_onnx
+from simreal.train.modules import ActorCritic, DeterministicActor
 
 
 @pytest.fixture(scope="module")

@@ -10,11 +10,11 @@ import pytest
 import torch
 import yaml
 
-from deploy.observation import ObservationBuilder
-from robots import RobotError, load_robot_dir
-from sim.actuators import ActuatorMismatch
 from simreal.api import make_env
-from simreal.registry import get_robot
+from simreal.deploy.observation import ObservationBuilder
+from simreal.robots import RobotError, load_robot_dir
+from simreal.robots.registry import get_robot
+from simreal.sim.actuators import ActuatorMismatch
 
 ROBOTS = Path(__file__).resolve().parent.parent / "robots"
 LEGS = ("FR", "FL", "RR", "RL")
@@ -84,7 +84,7 @@ def test_malformed_go2_yaml_names_file_and_field(go2_copy, edit, field):
 
 
 def test_task_refuses_an_mjcf_whose_gains_disagree_with_robot_yaml(go2_copy):
-    from sim.tasks.go2_locomotion import Go2Config, Go2Flat
+    from simreal.sim.tasks.go2_locomotion import Go2Config, Go2Flat
 
     _edit(go2_copy, lambda d: d["joints"][5].update(kp=25.0))
     robot = load_robot_dir(go2_copy)
@@ -301,7 +301,7 @@ def test_eval_json_has_the_go2_metrics_through_the_deploy_runtime(tmp_path):
     """`simreal eval`'s numbers for go2-flat, from a policy that always outputs zero (the
     default pose, no training): it neither walks nor falls, its commands are not tracked."""
     from simreal.api import evaluate
-    from train.export import export_onnx
+    from simreal.train.export import export_onnx
 
     contract = make_env("go2-flat", num_envs=1, seed=0).contract()
 

@@ -22,10 +22,10 @@ import torch
 from mcap.reader import make_reader
 from rosbags.highlevel import AnyReader
 
-from deploy.contract import ContractError
-from deploy.policy import OnnxPolicy
-from hil.harness import run_hil
-from robots import load_robot_dir
+from simreal.deploy.contract import ContractError
+from simreal.deploy.policy import OnnxPolicy
+from simreal.hil.harness import run_hil
+from simreal.robots import load_robot_dir
 
 pytestmark = pytest.mark.hil
 
@@ -60,7 +60,7 @@ def go2():
 def go2_stand(tmp_path_factory, go2) -> Path:
     """A policy that always outputs zero (the default pose) with the current go2 contract."""
     from simreal import make_env
-    from train.export import export_onnx
+    from simreal.train.export import export_onnx
 
     contract = make_env("go2-flat", num_envs=1, seed=0).contract()
 
@@ -295,10 +295,10 @@ def test_go2_walks_forward_at_half_a_metre_per_second(go2, go2_walk, tmp_path):
 
 def test_cli_against_a_robot_it_did_not_start(crazyflie, tmp_path):
     """`simreal hil --real-robot`: the robot is someone else's process (here the HIL robot run
-    alone, as `python -m sim.hil_robot`); the harness runs the node, the scenario and the
+    alone, as `python -m hil.robot`); the harness runs the node, the scenario and the
     report without robot-side records."""
     domain = 201 + os.getpid() % 30  # away from the harness's own choices (1..200)
-    robot = subprocess.Popen([sys.executable, "-m", "sim.hil_robot", "--robot", "crazyflie",
+    robot = subprocess.Popen([sys.executable, "-m", "simreal.hil.robot", "--robot", "crazyflie",
                               "--domain-id", str(domain), "--state-rate-hz", "100",
                               "--max-s", "150"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -364,7 +364,7 @@ def test_arm_on_joint_trajectory_commands(panda, tmp_path):
 
 
 def test_arm_scenarios_refuse_what_an_arm_cannot_do(panda, crazyflie, tmp_path):
-    from hil.harness import prepare
+    from simreal.hil.harness import prepare
 
     pushed = tmp_path / "push.yaml"
     pushed.write_text("duration_s: 2\npushes: [{at_s: 1, velocity: [0.1, 0, 0]}]\n")
@@ -403,7 +403,7 @@ def test_bad_input_is_refused_before_anything_starts(crazyflie, tmp_path):
 
 
 def _events(out: Path) -> list[dict]:
-    from hil.record import EVENT, read_records
+    from simreal.hil.record import EVENT, read_records
 
     return [r.json() for p in sorted((out / "logs").glob("*.rec"))
             for r in read_records(p) if r.kind == EVENT]
@@ -412,8 +412,8 @@ def _events(out: Path) -> list[dict]:
 def test_processes_get_the_loopback_configuration(tmp_path, monkeypatch):
     """Without --network every participant of a run (robot, node, the harness's own) is on the
     loopback-only configuration; the caller's environment is left as it was."""
-    from deploy import dds
-    from hil.harness import Harness, prepare
+    from simreal.deploy import dds
+    from simreal.hil.harness import Harness, prepare
 
     monkeypatch.delenv("CYCLONEDDS_URI", raising=False)
     robot = load_robot_dir(ROOT / "robots" / "crazyflie")

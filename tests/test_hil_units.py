@@ -14,22 +14,22 @@ import pytest
 import torch
 from rosbags.highlevel import AnyReader
 
-from deploy import codecs, px4, unitree
-from deploy import messages as m
-from hil.analysis import RunData, account, load
-from hil.config import (
+from simreal.deploy import codecs, px4, unitree
+from simreal.deploy import messages as m
+from simreal.hil.analysis import RunData, account, load
+from simreal.hil.config import (
     FaultPlan,
     HilConfigError,
     load_faults,
     load_scenario,
 )
-from hil.faults import FaultyLink, SensorFaults, check_signals, clock_offset
-from hil.mcap_log import LogMessage, message_definition, write_mcap
-from hil.messages import String
-from hil.record import EVENT, RECEIVED, SENT, RecordWriter, identity, read_records
-from robots import load_robot_dir
-from sim import rotors
-from sim.hil_robot import RobotSimConfig, SimRobot
+from simreal.hil.faults import FaultyLink, SensorFaults, check_signals, clock_offset
+from simreal.hil.mcap_log import LogMessage, message_definition, write_mcap
+from simreal.hil.messages import String
+from simreal.hil.record import EVENT, RECEIVED, SENT, RecordWriter, identity, read_records
+from simreal.hil.robot import RobotSimConfig, SimRobot
+from simreal.robots import load_robot_dir
+from simreal.sim import rotors
 
 ROOT = Path(__file__).resolve().parent.parent
 CRAZYFLIE = ROOT / "robots" / "crazyflie"
@@ -456,14 +456,14 @@ def test_robot_server_publishes_obeys_and_shifts_its_clock(go2):
     in the Unitree tick (CRC renewed), all bounded to a fraction of a second."""
     import threading
 
-    from deploy.transport import LocalBus
-    from sim.hil_server import RobotServer
+    from simreal.deploy.transport import LocalBus
+    from simreal.hil.server import RobotServer
 
     sim = SimRobot(go2, "native", RobotSimConfig(state_rate_hz=100))
     bus = LocalBus()
     states = bus.subscription("/lowstate", unitree.LowState)
     cmd = bus.publisher("/lowcmd", unitree.LowCmd)
-    from sim.hil_server import NullObserver
+    from simreal.hil.server import NullObserver
 
     class Count(NullObserver):
         sent_n = 0

@@ -6,8 +6,8 @@ exported ONNX policy through the deploy runtime, as `simreal eval` does.
 
 import pytest
 
-from sim.tasks.quadrotor_hover import TRAIN_DEFAULTS
 from simreal.api import train
+from simreal.sim.tasks.quadrotor_hover import TRAIN_DEFAULTS
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from deploy.loop import cpu_latency_request, run_loop, set_realtime
+from simreal.deploy.loop import cpu_latency_request, run_loop, set_realtime
 from tests import test_node_fixtures as fx
 
 legbot, legbot_policy = fx.legbot, fx.legbot_policy  # fixtures
@@ -52,7 +52,7 @@ def test_realtime_settings_warn_where_not_permitted():
 
 
 def test_triggered_loop_runs_on_input_and_counts_timeouts():
-    from deploy.loop import run_triggered
+    from simreal.deploy.loop import run_triggered
 
     arrivals = [True, True, False, True, False, False]  # False: no state within the period
     seen = []
@@ -67,7 +67,7 @@ def test_triggered_loop_runs_on_input_and_counts_timeouts():
 
 
 def test_prewarm_blocks_until_shortly_before_the_expected_input_then_warms_and_polls():
-    from deploy.loop import run_triggered
+    from simreal.deploy.loop import run_triggered
 
     t = [0.0]  # a scripted clock: each warm step costs 100 us
     arrive = [0.0195, 0.0395]  # the second input comes 0.5 ms after the first was expected
@@ -138,7 +138,7 @@ def test_sleep_until_wakes_at_or_after_the_deadline_even_through_a_signal():
 
     import pytest
 
-    from deploy.loop import sleep_until
+    from simreal.deploy.loop import sleep_until
 
     if sleep_until is None:
         pytest.skip("no clock_nanosleep on CLOCK_MONOTONIC here")
@@ -163,7 +163,7 @@ def test_wakeup_hints_apply_to_the_thread_and_are_restored():
 
     import pytest
 
-    from deploy.loop import wakeup_hints
+    from simreal.deploy.loop import wakeup_hints
 
     if sys.platform != "linux":
         pytest.skip("Linux only")
@@ -175,7 +175,7 @@ def test_wakeup_hints_apply_to_the_thread_and_are_restored():
     def sched_slice_ns() -> int | None:
         import platform
 
-        from deploy import loop
+        from simreal.deploy import loop
 
         nr = loop._SYS_SCHED_GETATTR.get(platform.machine())
         attr = loop._SchedAttr()
@@ -205,7 +205,7 @@ def test_slice_threads_gives_another_thread_the_short_slice():
 
     import pytest
 
-    from deploy import loop
+    from simreal.deploy import loop
 
     if sys.platform != "linux" or loop._get_attr(0) is None:
         pytest.skip("Linux sched_getattr only")
@@ -247,10 +247,10 @@ def test_cpu_latency_request_holds_the_value_while_inside_and_warns_where_refuse
 
 def test_the_node_holds_its_cpu_latency_request_while_running(monkeypatch, tmp_path, legbot,
                                                               legbot_policy):
-    import deploy.loop as loop
-    from deploy.app import prepare, run
-    from deploy.node import NodeConfig
-    from deploy.transport import LocalBus
+    import simreal.deploy.loop as loop
+    from simreal.deploy.app import prepare, run
+    from simreal.deploy.node import NodeConfig
+    from simreal.deploy.transport import LocalBus
 
     assert NodeConfig().cpu_dma_latency_us is None  # opt-in: polling idle CPUs costs power
     with pytest.raises(ValueError, match="cpu_dma_latency_us"):
@@ -265,7 +265,7 @@ def test_the_node_holds_its_cpu_latency_request_while_running(monkeypatch, tmp_p
         return real_loop(cycle, *args, **kwargs)
 
     real_loop = loop.run_loop
-    monkeypatch.setattr("deploy.app.run_loop", watch)
+    monkeypatch.setattr("simreal.deploy.app.run_loop", watch)
     node = prepare(legbot_policy, legbot, LocalBus(), {"cpu_dma_latency_us": 7})
     summary = run(node, max_cycles=2)
     assert seen == [(7).to_bytes(4, sys.byteorder, signed=True)]

@@ -7,7 +7,7 @@ import pytest
 from cyclonedds.idl import IdlStruct
 from rosbags.typesys import Stores, get_typestore
 
-from deploy import messages as m
+from simreal.deploy import messages as m
 
 STORE = get_typestore(Stores.ROS2_HUMBLE)
 

@@ -26,9 +26,9 @@ import torch
 
 pytest.importorskip("mujoco_warp")
 
-from sim.backend import BackendError  # noqa: E402
-from sim.backends import make_backend  # noqa: E402
 from simreal.api import make_env  # noqa: E402
+from simreal.sim.backend import BackendError  # noqa: E402
+from simreal.sim.backends import make_backend  # noqa: E402
 
 ROBOTS = Path(__file__).resolve().parent.parent / "robots"
 
@@ -155,7 +155,7 @@ def test_captured_graphs_replay_what_eager_launches_do() -> None:
     them; Warp records CPU graphs too, so the same path runs here: it must match the eager
     one bit for bit, see per-call inputs (controls, reset masks) written in place, and
     recapture after a model field is expanded."""
-    from sim.backend_mjwarp import MjWarpBackend
+    from simreal.sim.backend_mjwarp import MjWarpBackend
 
     mjcf = ROBOTS / "crazyflie" / "crazyflie.xml"
     eager = MjWarpBackend(mjcf, 4, "cpu", graph=False)

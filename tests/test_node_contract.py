@@ -9,12 +9,12 @@ import onnx
 import pytest
 import yaml
 
-from deploy.app import load_config, prepare
-from deploy.contract import CONTRACT_KEY, ContractError, ObsTerm, PolicyContract
-from deploy.node import DeployError
-from deploy.transport import LocalBus
-from robots import load_robot_dir
 from simreal.cli import main
+from simreal.deploy.app import load_config, prepare
+from simreal.deploy.contract import CONTRACT_KEY, ContractError, ObsTerm, PolicyContract
+from simreal.deploy.node import DeployError
+from simreal.deploy.transport import LocalBus
+from simreal.robots import load_robot_dir
 from tests import test_node_fixtures as fx
 from tests.test_node_fixtures import export_policy, legbot_contract, write_legbot
 

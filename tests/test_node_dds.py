@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from deploy import dds
-from deploy.app import prepare, run
-from deploy.interfaces import Go2Native, JointGeneric, Px4Native, QuadGeneric
-from deploy.limits import command_limits
-from deploy.messages import Bool
-from deploy.safety import Mode
-from robots import load_robot_dir
+from simreal.deploy import dds
+from simreal.deploy.app import prepare, run
+from simreal.deploy.interfaces import Go2Native, JointGeneric, Px4Native, QuadGeneric
+from simreal.deploy.limits import command_limits
+from simreal.deploy.messages import Bool
+from simreal.deploy.safety import Mode
+from simreal.robots import load_robot_dir
 from tests import test_node_fixtures as fx
 from tests.test_node_fixtures import export_policy, standing_signals
 

@@ -15,8 +15,8 @@ import pytest
 import torch
 import yaml
 
-from deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
-from robots import Robot, load_robot_dir
+from simreal.deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
+from simreal.robots import Robot, load_robot_dir
 
 LEGS = ("FL", "FR", "RL", "RR")
 PARTS = ("hip", "thigh", "calf")
@@ -128,7 +128,7 @@ def legbot_contract(robot: Robot, rate_hz: float | None = None) -> PolicyContrac
 
 def export_policy(contract: PolicyContract, path: Path, hidden: tuple[int, ...] = (32,),
                   seed: int = 0, gain: float = 0.5) -> Path:
-    from train.export import export_onnx
+    from simreal.train.export import export_onnx
 
     torch.manual_seed(seed)
     layers: list[torch.nn.Module] = []

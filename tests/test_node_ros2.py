@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy.interfaces import INPUT_TOPICS
-from deploy.node import INTERFACES, DeployError, NodeConfig
-from deploy.ros2 import config_from_parameters
+from simreal.deploy.interfaces import INPUT_TOPICS
+from simreal.deploy.node import INTERFACES, DeployError, NodeConfig
+from simreal.deploy.ros2_node import config_from_parameters
 
 PKG = Path(__file__).resolve().parent.parent / "ros_ws" / "src" / "simreal_ros"
 KIND = {"go2.yaml": "legged", "quadrotor.yaml": "quadrotor"}

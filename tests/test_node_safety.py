@@ -9,14 +9,14 @@ import logging
 import numpy as np
 import pytest
 
-from deploy.interfaces import Go2Native, JointGeneric
-from deploy.limits import command_limits, joint_ranges
-from deploy.messages import Bool, Twist, Vector3
-from deploy.node import DeployNode, NodeConfig
-from deploy.policy import OnnxPolicy
-from deploy.runner import PolicyRunner
-from deploy.safety import Mode
-from deploy.transport import LocalBus
+from simreal.deploy.interfaces import Go2Native, JointGeneric
+from simreal.deploy.limits import command_limits, joint_ranges
+from simreal.deploy.messages import Bool, Twist, Vector3
+from simreal.deploy.node import DeployNode, NodeConfig
+from simreal.deploy.policy import OnnxPolicy
+from simreal.deploy.runner import PolicyRunner
+from simreal.deploy.safety import Mode
+from simreal.deploy.transport import LocalBus
 from tests import test_node_fixtures as fx
 from tests.test_node_fixtures import CALF_RANGE, export_policy, legbot_contract, standing_signals
 

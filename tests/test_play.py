@@ -6,10 +6,10 @@ import av
 import numpy as np
 import pytest
 
-from deploy.contract import ContractError
 from simreal.cli import main
+from simreal.deploy.contract import ContractError
 from simreal.play import FrameRenderer, Player, play
-from simreal.registry import task_names
+from simreal.sim.registry import task_names
 
 WIDTH, HEIGHT = 320, 240
 PANEL = 320

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from train.modules import EmpiricalNormalization
-from train.storage import gae
+from simreal.train.modules import EmpiricalNormalization
+from simreal.train.storage import gae
 
 
 def test_gae_against_a_hand_computed_case():

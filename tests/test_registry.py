@@ -2,12 +2,13 @@ import pytest
 from pydantic import ValidationError
 
 from simreal.api import make_env
-from simreal.registry import BUILTIN_TASKS, UnknownNameError, get_task
-from train.algos import ALGOS, get_algo
+from simreal.robots.registry import UnknownNameError
+from simreal.sim.registry import BUILTIN_TASKS, get_task
+from simreal.train.algos import ALGOS, get_algo
 
 
 def test_a_task_can_be_named_by_module_path():
-    cls = get_task("sim.tasks.quadrotor_hover:QuadrotorHover")
+    cls = get_task("simreal.sim.tasks.quadrotor_hover:QuadrotorHover")
     assert cls is get_task("quadrotor-hover")
 
 

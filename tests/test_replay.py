@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from train.replay import NStepWindow, ReplayBuffer
+from simreal.train.replay import NStepWindow, ReplayBuffer
 
 
 def _rows(start: int, n: int) -> dict[str, torch.Tensor]:

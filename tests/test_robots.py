@@ -3,8 +3,8 @@ import re
 import pytest
 import yaml
 
-from robots import RobotError, load_robot_dir
-from simreal.registry import UnknownNameError, get_robot
+from simreal.robots import RobotError, load_robot_dir
+from simreal.robots.registry import UnknownNameError, get_robot
 
 
 def test_crazyflie_loads_with_its_published_figures():
@@ -61,7 +61,7 @@ def test_missing_mjcf_file_is_named(crazyflie_copy):
 
 
 def test_mjcf_that_mujoco_rejects_is_named(crazyflie_copy):
-    from sim.backend import BackendError, MujocoBackend
+    from simreal.sim.backend import BackendError, MujocoBackend
 
     path = crazyflie_copy / "crazyflie.xml"
     path.write_text(path.read_text().replace('mass="0.027"', 'mass="-1"'))

@@ -5,13 +5,13 @@ import pytest
 import torch
 import yaml
 
-from deploy.contract import ContractError
-from deploy.policy import OnnxPolicy
-from deploy.runner import PolicyRunner
-from robots import load_robot_dir
 from simreal.api import make_env
-from train.export import export_onnx
-from train.modules import ActorCritic, DeterministicActor
+from simreal.deploy.contract import ContractError
+from simreal.deploy.policy import OnnxPolicy
+from simreal.deploy.runner import PolicyRunner
+from simreal.robots import load_robot_dir
+from simreal.train.export import export_onnx
+from simreal.train.modules import ActorCritic, DeterministicActor
 
 
 @pytest.fixture(scope="module")

@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 import torch
 
-from deploy.policy import OnnxPolicy
 from simreal.api import make_env, train
-from train.export import export_onnx
-from train.offpolicy_modules import (
+from simreal.deploy.policy import OnnxPolicy
+from simreal.train.export import export_onnx
+from simreal.train.offpolicy_modules import (
     CriticEnsemble,
     EnsembleLinear,
     SquashedGaussianActor,
     polyak,
     project_distribution,
 )
-from train.replay import NStepWindow
-from train.sac import SAC, SACConfig
+from simreal.train.replay import NStepWindow
+from simreal.train.sac import SAC, SACConfig
 
 CPU = torch.device("cpu")
 A_DIM, C_DIM, ACTIONS = 5, 7, 2
@@ -184,7 +184,7 @@ def test_polyak_moves_the_target_a_fraction_tau():
 
 def test_exported_actor_is_the_deterministic_squashed_mean(tmp_path):
     env = make_env("quadrotor-hover", num_envs=4, seed=0)
-    from train.sac import SACRunner
+    from simreal.train.sac import SACRunner
 
     runner = SACRunner(env, SACConfig(actor_hidden=[16], critic_hidden=[16]), None, 0, {})
     m = runner.agent.model

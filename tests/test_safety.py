@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from deploy.safety import Mode, SafetyConfig, SafetyLayer
+from simreal.deploy.safety import Mode, SafetyConfig, SafetyLayer
 
 
 def layer(**cfg):

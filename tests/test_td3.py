@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from simreal.api import train
-from train.td3 import TD3, TD3Config
+from simreal.train.td3 import TD3, TD3Config
 
 CPU = torch.device("cpu")
 A_DIM, C_DIM, ACTIONS, ENVS = 5, 7, 3, 64

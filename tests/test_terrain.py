@@ -6,7 +6,7 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from sim.terrain import (
+from simreal.sim.terrain import (
     HeightMap,
     TerrainConfig,
     TerrainCurriculum,

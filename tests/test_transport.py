@@ -7,9 +7,9 @@ import time
 import numpy as np
 import pytest
 
-from deploy import codecs, dds, px4, unitree
-from deploy import messages as m
-from deploy.transport import LocalBus, QoS
+from simreal.deploy import codecs, dds, px4, unitree
+from simreal.deploy import messages as m
+from simreal.deploy.transport import LocalBus, QoS
 
 MESSAGES = [
     codecs.joint_state(["a", "b"], np.array([0.5, -0.25]), np.array([1.0, 2.0]), t=3.5),
@@ -80,7 +80,7 @@ def test_local_bus_delivers_through_cdr_and_checks_types():
 
 
 def test_rclpy_transport_says_what_is_missing():
-    from deploy.ros2 import RclpyTransport, RclpyUnavailable, ros_message_class
+    from simreal.deploy.ros2 import RclpyTransport, RclpyUnavailable, ros_message_class
 
     try:
         import rclpy  # noqa: F401

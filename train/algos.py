@@ -33,8 +33,8 @@ def _load(target: str):
 
 
 ALGOS: dict[str, Algo] = {
-    "ppo": Algo("ppo", "train.ppo:PPOConfig", "train.runner:OnPolicyRunner"),
-    "sac": Algo("sac", "train.sac:SACConfig", "train.sac:SACRunner"),
+    "ppo": Algo("ppo", "simreal.train.ppo:PPOConfig", "simreal.train.runner:OnPolicyRunner"),
+    "sac": Algo("sac", "simreal.train.sac:SACConfig", "simreal.train.sac:SACRunner"),
     "td3": Algo("td3", "train.td3:TD3Config", "train.td3:TD3Runner"),
 }
 

@@ -12,7 +12,7 @@ import onnx
 import torch
 from torch import nn
 
-from deploy.contract import CONTRACT_KEY, PolicyContract
+from simreal.deploy.contract import CONTRACT_KEY, PolicyContract
 
 
 def export_onnx(actor: nn.Module, contract: PolicyContract, out: str | Path) -> Path:

@@ -34,12 +34,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from torch import nn
 from tqdm import tqdm
 
-from train import distributed
-from train.checkpoint import save_checkpoint
-from train.modules import EmpiricalNormalization
-from train.offpolicy_modules import CriticEnsemble, ExportActor, project_distribution
-from train.progress import end_iteration
-from train.replay import NStepWindow, ReplayBuffer
+from simreal.train import distributed
+from simreal.train.checkpoint import save_checkpoint
+from simreal.train.modules import EmpiricalNormalization
+from simreal.train.offpolicy_modules import CriticEnsemble, ExportActor, project_distribution
+from simreal.train.progress import end_iteration
+from simreal.train.replay import NStepWindow, ReplayBuffer
 
 Callback = Callable[["OffPolicyRunner", dict[str, float]], bool]
 

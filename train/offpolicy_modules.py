@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from train.modules import EmpiricalNormalization
+from simreal.train.modules import EmpiricalNormalization
 
 
 class EnsembleLinear(nn.Module):

@@ -8,9 +8,9 @@ from __future__ import annotations
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from train import distributed
-from train.modules import ActorCritic
-from train.storage import RolloutStorage
+from simreal.train import distributed
+from simreal.train.modules import ActorCritic
+from simreal.train.storage import RolloutStorage
 
 
 class PPOConfig(BaseModel):

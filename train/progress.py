@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from train import distributed
+from simreal.train import distributed
 
 
 def log_scalars(writer: Any, stats: dict[str, float], env_steps: int) -> None:

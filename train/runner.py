@@ -11,12 +11,12 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from train import distributed
-from train.checkpoint import save_checkpoint
-from train.modules import ActorCritic, DeterministicActor
-from train.ppo import PPO, PPOConfig
-from train.progress import end_iteration
-from train.storage import RolloutStorage
+from simreal.train import distributed
+from simreal.train.checkpoint import save_checkpoint
+from simreal.train.modules import ActorCritic, DeterministicActor
+from simreal.train.ppo import PPO, PPOConfig
+from simreal.train.progress import end_iteration
+from simreal.train.storage import RolloutStorage
 
 # called after each iteration with (runner, stats); returning True stops training
 Callback = Callable[["OnPolicyRunner", dict[str, float]], bool]

@@ -15,8 +15,8 @@ import math
 import torch
 from pydantic import Field
 
-from train.offpolicy import OffPolicyAgent, OffPolicyConfig, OffPolicyModel, OffPolicyRunner
-from train.offpolicy_modules import SquashedGaussianActor, polyak
+from simreal.train.offpolicy import OffPolicyAgent, OffPolicyConfig, OffPolicyModel, OffPolicyRunner
+from simreal.train.offpolicy_modules import SquashedGaussianActor, polyak
 
 
 class SACConfig(OffPolicyConfig):

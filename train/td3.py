@@ -14,8 +14,8 @@ import copy
 import torch
 from pydantic import Field, model_validator
 
-from train.offpolicy import OffPolicyAgent, OffPolicyConfig, OffPolicyModel, OffPolicyRunner
-from train.offpolicy_modules import DeterministicTanhActor, polyak
+from simreal.train.offpolicy import OffPolicyAgent, OffPolicyConfig, OffPolicyModel, OffPolicyRunner
+from simreal.train.offpolicy_modules import DeterministicTanhActor, polyak
 
 
 class TD3Config(OffPolicyConfig):

@@ -29,13 +29,13 @@ import mujoco
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.contract import ActionSpec, ObsTerm, PolicyContract
-from robots import Robot
-from robots.description import Kinematics
-from robots.kinematics import forward_kinematics, quat_mul
-from sim.actuators import PDActuators
-from sim.tasks.go2_locomotion import single_torch_thread
-from sim.vec_env import TaskConfig, VecEnv
+from simreal.deploy.contract import ActionSpec, ObsTerm, PolicyContract
+from simreal.robots import Robot
+from simreal.robots.description import Kinematics
+from simreal.robots.kinematics import forward_kinematics, quat_mul
+from simreal.sim.actuators import PDActuators
+from simreal.sim.tasks.go2_locomotion import single_torch_thread
+from simreal.sim.vec_env import TaskConfig, VecEnv
 
 Range = tuple[float, float]
 NUM_ARM_JOINTS = 7

@@ -24,11 +24,11 @@ import mujoco
 import torch
 from pydantic import Field
 
-from deploy.contract import CommandRange, ObsTerm, PolicyContract
-from robots import Robot
-from robots.kinematics import quat_mul
-from sim.tasks.arm_base import NUM_ARM_JOINTS, ArmConfig, ArmTask, Range, _Cfg, solve_ik
-from sim.tasks.arm_reach import DOWN
+from simreal.deploy.contract import CommandRange, ObsTerm, PolicyContract
+from simreal.robots import Robot
+from simreal.robots.kinematics import quat_mul
+from simreal.sim.tasks.arm_base import NUM_ARM_JOINTS, ArmConfig, ArmTask, Range, _Cfg, solve_ik
+from simreal.sim.tasks.arm_reach import DOWN
 
 # what `simreal train arm-lift` uses unless told otherwise (2 cores, seed 0, bench/train_arm.py,
 # success from the default pose over 200-500 ONNX episodes). SAC: 35% at 3M steps, 76% at 6M

@@ -23,10 +23,10 @@ import mujoco
 import torch
 from pydantic import Field
 
-from deploy.contract import CommandRange, ObsTerm, PolicyContract
-from robots import Robot
-from sim.sampling import quat_mul
-from sim.tasks.arm_base import ArmConfig, ArmTask, Range, _Cfg, quat_angle
+from simreal.deploy.contract import CommandRange, ObsTerm, PolicyContract
+from simreal.robots import Robot
+from simreal.sim.sampling import quat_mul
+from simreal.sim.tasks.arm_base import ArmConfig, ArmTask, Range, _Cfg, quat_angle
 
 # what `simreal train arm-reach` uses unless told otherwise (measured on 2 cores)
 TRAIN_DEFAULTS: dict[str, Any] = {

@@ -34,11 +34,11 @@ import mujoco
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
-from deploy.terms import quat_to_matrix
-from robots import Robot
-from sim.actuators import PDActuators
-from sim.vec_env import TaskConfig, VecEnv
+from simreal.deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
+from simreal.deploy.terms import quat_to_matrix
+from simreal.robots import Robot
+from simreal.sim.actuators import PDActuators
+from simreal.sim.vec_env import TaskConfig, VecEnv
 
 GRAVITY = 9.81
 

@@ -17,10 +17,10 @@ import mujoco
 import torch
 from pydantic import Field
 
-from robots import Robot
-from sim.tasks.go2_locomotion import TRAIN_DEFAULTS as FLAT_DEFAULTS
-from sim.tasks.go2_locomotion import Go2Config, Go2Locomotion
-from sim.terrain import (
+from simreal.robots import Robot
+from simreal.sim.tasks.go2_locomotion import TRAIN_DEFAULTS as FLAT_DEFAULTS
+from simreal.sim.tasks.go2_locomotion import Go2Config, Go2Locomotion
+from simreal.sim.terrain import (
     HeightMap,
     Terrain,
     TerrainConfig,

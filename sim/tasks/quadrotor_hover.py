@@ -19,11 +19,11 @@ from typing import Any
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
-from robots import Robot
-from sim import rotors
-from sim.sampling import in_ball, tilted_quat, uniform
-from sim.vec_env import TaskConfig, VecEnv
+from simreal.deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
+from simreal.robots import Robot
+from simreal.sim import rotors
+from simreal.sim.sampling import in_ball, tilted_quat, uniform
+from simreal.sim.vec_env import TaskConfig, VecEnv
 
 GRAVITY = 9.81
 

@@ -11,7 +11,7 @@ import sys
 
 def main(args=None) -> int:
     try:
-        from deploy.ros2 import ros_main
+        from simreal.deploy.ros2_node import ros_main
     except ImportError as exc:
         print(f"simreal_ros: the simreal deploy runtime is not importable ({exc}); install it "
               "with `pip install \"<simreal repository>[dds]\"` into ROS 2's Python",

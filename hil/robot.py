@@ -27,42 +27,35 @@ The robot's own safety, as real drivers have it: when no valid command arrived f
 it clears when commands return. Until the first command the robot is held still (physics does
 not run), as on a stand, while its state is published.
 
-sim/hil_server.py runs it in real time behind the topics; hil/ adds faults and recording.
+hil/server.py runs it in real time behind the topics; hil/ adds faults and recording.
 
-Run alone (no faults, no recording): `python -m sim.hil_robot --robot go2 --interface native`.
+Run alone (no faults, no recording): `python -m simreal.hil.server --robot go2 --interface native`.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import math
-import os
-import signal
-import sys
-import threading
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import mujoco
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from deploy.arm import ArmCommand, ArmGeneric
-from deploy.interfaces import (
+from simreal.deploy.arm import ArmCommand, ArmGeneric
+from simreal.deploy.interfaces import (
     Go2Native,
     JointGeneric,
     Px4Native,
     QuadGeneric,
     RobotInterface,
 )
-from robots import Robot
-from sim import rotors
-from sim.backend import compile_model
+from simreal.robots import Robot
+from simreal.sim import rotors
+from simreal.sim.backend import compile_model
 
-log = logging.getLogger("simreal.hil_robot")
+log = logging.getLogger("simreal.hil.robot")
 
 GRAVITY = 9.81
 LEGGED_PD_DT = 0.002  # s: the joint PD runs at 500 Hz or faster on the robot side
@@ -511,48 +504,3 @@ class SimRobot:
             if "joint_effort" in s:
                 out["effort"] = s["joint_effort"]
         return out
-
-
-# --- a robot process without a harness ------------------------------------------------------------
-def main(argv: list[str] | None = None) -> int:
-    from deploy import dds
-    from robots import load_robot_dir
-
-    p = argparse.ArgumentParser(prog="python -m sim.hil_robot", description=__doc__.split(
-        "\n\n")[0])
-    p.add_argument("--robot", required=True, help="registered robot name or robot folder")
-    p.add_argument("--interface", choices=["generic", "native"], default="generic")
-    p.add_argument("--domain-id", type=int, default=0)
-    p.add_argument("--network", action="store_true", help="leave loopback (CYCLONEDDS_URI)")
-    p.add_argument("--state-rate-hz", type=float,
-                   help="state publishing rate (default twice the control rate)")
-    p.add_argument("--max-s", type=float, help="stop after this many seconds")
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="simreal hil robot: %(message)s")
-    if Path(args.robot).is_dir():
-        robot = load_robot_dir(args.robot)
-    else:
-        from simreal.registry import get_robot
-        robot = get_robot(args.robot)
-    if not args.network:
-        dds.use_loopback()
-    from sim.hil_server import RobotServer
-
-    sim = SimRobot(robot, args.interface, RobotSimConfig(state_rate_hz=args.state_rate_hz))
-    bus = dds.Transport(domain_id=args.domain_id, network=args.network)
-    server = RobotServer(sim, bus)
-    stop = threading.Event()
-    for s in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(s, lambda *_: stop.set())
-    log.info("%s (%s) on %s: physics %g ms, waiting for commands", robot.name, args.interface,
-             server.topics, sim.dt * 1e3)
-    summary = server.run(stop, args.max_s)
-    bus.close()
-    print(json.dumps(summary), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    sys.exit(main())

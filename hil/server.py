@@ -1,4 +1,4 @@
-"""The real-time loop of a simulated robot behind its topics (sim/hil_robot.py's SimRobot).
+"""The real-time loop of a simulated robot behind its topics (hil/robot.py's SimRobot).
 
 `RobotServer` paces the simulation to real time on an absolute schedule of physics steps
 (catching up after a late wake-up, restarting the schedule when more than `max_lag_s` behind),
@@ -6,21 +6,31 @@ takes commands every step, publishes state at `state_rate_hz`, and keeps the gar
 out of the steps (young collections in the slack). Hooks let a harness (hil/) inject link and
 sensor faults (`Link`, `sensor_filter`), shift the robot's clock (`clock`), act at scenario
 times (`on_tick`: pushes) and record every message (`Observer`).
+
+Run alone (no faults, no recording): `python -m simreal.hil.server --robot go2 --interface native`.
 """
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
+import logging
+import os
+import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from deploy.interfaces import RobotInterface
-from sim.hil_robot import SimRobot
+from simreal.deploy.interfaces import RobotInterface
+from simreal.hil.robot import RobotSimConfig, SimRobot
+
+log = logging.getLogger("simreal.hil.server")
 
 
 class Observer(Protocol):
@@ -211,7 +221,7 @@ class RobotServer:
 def _shift_native_stamp(msg: Any, offset_s: float) -> Any:
     """A jump of the robot's clock in robot-native stamps (PX4 timestamps in us, the Unitree
     tick in ms, CRC renewed), as the generic messages get it in their header stamps."""
-    from deploy import px4, unitree
+    from simreal.deploy import px4, unitree
 
     if isinstance(msg, px4.VehicleOdometry):
         us = max(0, msg.timestamp + int(offset_s * 1e6))
@@ -220,3 +230,47 @@ def _shift_native_stamp(msg: Any, offset_s: float) -> Any:
         msg.tick = (msg.tick + int(offset_s * 1e3)) & 0xFFFFFFFF
         unitree.with_crc(msg)
     return msg
+
+
+# --- a robot process without a harness ------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    from simreal.deploy import dds
+    from simreal.robots import load_robot_dir
+
+    p = argparse.ArgumentParser(prog="python -m simreal.hil.server",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--robot", required=True, help="registered robot name or robot folder")
+    p.add_argument("--interface", choices=["generic", "native"], default="generic")
+    p.add_argument("--domain-id", type=int, default=0)
+    p.add_argument("--network", action="store_true", help="leave loopback (CYCLONEDDS_URI)")
+    p.add_argument("--state-rate-hz", type=float,
+                   help="state publishing rate (default twice the control rate)")
+    p.add_argument("--max-s", type=float, help="stop after this many seconds")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="simreal hil robot: %(message)s")
+    if Path(args.robot).is_dir():
+        robot = load_robot_dir(args.robot)
+    else:
+        from simreal.robots.registry import get_robot
+        robot = get_robot(args.robot)
+    if not args.network:
+        dds.use_loopback()
+
+    sim = SimRobot(robot, args.interface, RobotSimConfig(state_rate_hz=args.state_rate_hz))
+    bus = dds.Transport(domain_id=args.domain_id, network=args.network)
+    server = RobotServer(sim, bus)
+    stop = threading.Event()
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, lambda *_: stop.set())
+    log.info("%s (%s) on %s: physics %g ms, waiting for commands", robot.name, args.interface,
+             server.topics, sim.dt * 1e3)
+    summary = server.run(stop, args.max_s)
+    bus.close()
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    sys.exit(main())

@@ -14,34 +14,10 @@ from typing import Any
 
 from array_api_compat import array_namespace
 
+from simreal.core.spatial import quat_mul, quat_rotate
 from simreal.robots.description import DHRow, Kinematics
 
 Array = Any
-
-
-def quat_mul(a: Array, b: Array) -> Array:
-    """Hamilton product of (..., 4) quaternions."""
-    xp = array_namespace(a, b)
-    aw, ax, ay, az = a[..., 0], a[..., 1], a[..., 2], a[..., 3]
-    bw, bx, by, bz = b[..., 0], b[..., 1], b[..., 2], b[..., 3]
-    return xp.stack([aw * bw - ax * bx - ay * by - az * bz,
-                     aw * bx + ax * bw + ay * bz - az * by,
-                     aw * by - ax * bz + ay * bw + az * bx,
-                     aw * bz + ax * by - ay * bx + az * bw], axis=-1)
-
-
-def quat_rotate(q: Array, v: Array) -> Array:
-    """(..., 3) vectors v rotated by unit quaternions q."""
-    xp = array_namespace(q, v)
-    w, u = q[..., :1], q[..., 1:]
-    t = 2.0 * _cross(xp, u, v)
-    return v + w * t + _cross(xp, u, t)
-
-
-def _cross(xp: Any, a: Array, b: Array) -> Array:
-    return xp.stack([a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1],
-                     a[..., 2] * b[..., 0] - a[..., 0] * b[..., 2],
-                     a[..., 0] * b[..., 1] - a[..., 1] * b[..., 0]], axis=-1)
 
 
 def _fixed(xp: Any, like: Array, row: DHRow) -> tuple[Array, Array]:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from simreal.api import make_env
-from simreal.robots.kinematics import quat_mul
+from simreal.core.spatial import quat_mul
 from simreal.sim.tasks.arm_base import NUM_ARM_JOINTS, solve_ik
 from simreal.sim.tasks.arm_reach import DOWN
 

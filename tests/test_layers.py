@@ -11,19 +11,21 @@ from pathlib import Path
 import simreal
 
 ROOT = Path(simreal.__file__).resolve().parent.parent
-FOLDERS = {"simreal": "simreal", "robots": "robots", "deploy": "deploy", "sim": "sim",
-           "train": "train", "hil": "hil", "calibration": "calibration"}
+FOLDERS = {"simreal": "simreal", "core": "core", "robots": "robots", "deploy": "deploy",
+           "sim": "sim", "train": "train", "hil": "hil", "calibration": "calibration"}
 
 # What each package may import (besides itself). Down the data flow only:
-# robots <- deploy <- sim <- train; deploy, sim <- hil <- calibration; the API/CLI on top.
+# core <- robots <- deploy <- sim <- train; deploy, sim <- hil <- calibration; the API/CLI on
+# top. core is shared math and configuration, below everything.
 ALLOWED: dict[str, set[str]] = {
-    "robots": set(),
-    "deploy": {"robots"},
-    "sim": {"robots", "deploy"},
-    "train": {"robots", "deploy", "sim"},
-    "hil": {"robots", "deploy", "sim"},
-    "calibration": {"robots", "deploy", "sim", "hil"},
-    "simreal": {"robots", "deploy", "sim", "train", "hil", "calibration"},
+    "core": set(),
+    "robots": {"core"},
+    "deploy": {"core", "robots"},
+    "sim": {"core", "robots", "deploy"},
+    "train": {"core", "robots", "deploy", "sim"},
+    "hil": {"core", "robots", "deploy", "sim"},
+    "calibration": {"core", "robots", "deploy", "sim", "hil"},
+    "simreal": {"core", "robots", "deploy", "sim", "train", "hil", "calibration"},
 }
 
 

@@ -11,10 +11,10 @@ from cyclonedds.idl import IdlStruct
 from cyclonedds.idl.types import array
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
+from simreal.core.spatial import quat_to_matrix
 from simreal.deploy import messages as m
 from simreal.deploy import px4, unitree
 from simreal.deploy.clayout import c_bytes, c_struct
-from simreal.deploy.terms import quat_to_matrix
 
 # The ROS 2 definitions, as published in Unitree's unitree_ros2 (unitree_go/msg) and in
 # px4_msgs (generated from PX4-Autopilot msg/versioned, MESSAGE_VERSION 0).

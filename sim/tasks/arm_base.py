@@ -29,10 +29,11 @@ import mujoco
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from simreal.core.spatial import quat_mul
 from simreal.deploy.contract import ActionSpec, ObsTerm, PolicyContract
 from simreal.robots import Robot
 from simreal.robots.description import Kinematics
-from simreal.robots.kinematics import forward_kinematics, quat_mul
+from simreal.robots.kinematics import forward_kinematics
 from simreal.sim.actuators import PDActuators
 from simreal.sim.tasks.go2_locomotion import single_torch_thread
 from simreal.sim.vec_env import TaskConfig, VecEnv

@@ -24,9 +24,9 @@ import mujoco
 import torch
 from pydantic import Field
 
+from simreal.core.spatial import quat_mul
 from simreal.deploy.contract import CommandRange, ObsTerm, PolicyContract
 from simreal.robots import Robot
-from simreal.robots.kinematics import quat_mul
 from simreal.sim.tasks.arm_base import NUM_ARM_JOINTS, ArmConfig, ArmTask, Range, _Cfg, solve_ik
 from simreal.sim.tasks.arm_reach import DOWN
 

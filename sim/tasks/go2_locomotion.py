@@ -34,8 +34,8 @@ import mujoco
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from simreal.core.spatial import quat_to_matrix
 from simreal.deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
-from simreal.deploy.terms import quat_to_matrix
 from simreal.robots import Robot
 from simreal.sim.actuators import PDActuators
 from simreal.sim.vec_env import TaskConfig, VecEnv

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
+
+from simreal.core.config import ConfigError, StrictModel, load_yaml_model
 
 UNITS = {"strength": "", "damping": "N m s/rad", "frictionloss": "N m", "armature": "kg m^2",
          "offset": "rad", "torque_limit": "N m", "latency": "s", "mass": "kg",
@@ -34,12 +36,11 @@ UNITS = {"strength": "", "damping": "N m s/rad", "frictionloss": "N m", "armatur
          "motor_time_constant": "s", "gyro_bias": "rad/s", "accel_bias": "m/s^2"}
 
 
-class CalibrationError(ValueError):
+class CalibrationError(ConfigError):
     """A calibration file or request that cannot be used; the message names file and field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_Strict = StrictModel
 
 
 class Estimate(_Strict):
@@ -78,25 +79,8 @@ class Calibration(_Strict):
         return self.parameters[name].value
 
 
-def _field_path(loc: tuple) -> str:
-    return ".".join(str(p) for p in loc) or "(top level)"
-
-
 def load_calibration(path: str | Path) -> Calibration:
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such calibration file")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise CalibrationError(f"{path}: not valid YAML: {exc}") from None
-    if not isinstance(raw, dict):
-        raise CalibrationError(f"{path}: expected a mapping at the top level")
-    try:
-        return Calibration.model_validate(raw)
-    except ValidationError as exc:
-        lines = [f"{_field_path(e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise CalibrationError(f"{path}: " + "; ".join(lines)) from None
+    return load_yaml_model(path, Calibration, CalibrationError, what="calibration file")
 
 
 def write_text_atomic(text: str, path: str | Path) -> Path:

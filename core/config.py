@@ -36,26 +36,26 @@ class FrozenModel(StrictModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, frozen=True)
 
 
-def field_path(loc: tuple[Any, ...]) -> str:
+def field_path(loc: tuple[Any, ...], tags: frozenset[str] = frozenset()) -> str:
     """`rotors[1].actuator` from pydantic's error location. A union member's tag (what
-    pydantic names a tagged union's branch, e.g. `function-after[...]` or a model name inside
-    a discriminated union) is left out: the field's path is what a user can find."""
+    pydantic names a union's branch: `function-after[...]`, or in a discriminated union the
+    discriminator's value, given in `tags`) is left out: the path is what a user can find."""
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif isinstance(part, str) and ("[" in part or "(" in part):
+        elif isinstance(part, str) and ("[" in part or "(" in part or part in tags):
             continue
         else:
             out += f".{part}" if out else str(part)
     return out
 
 
-def describe(exc: ValidationError, where: str) -> str:
+def describe(exc: ValidationError, where: str, tags: frozenset[str] = frozenset()) -> str:
     """One line per problem: `<where>: <field>: <message> (got <value>)`."""
     lines = []
     for e in exc.errors():
-        loc = field_path(e["loc"]) or "(top level)"
+        loc = field_path(e["loc"], tags) or "(top level)"
         got = ""
         if "input" in e and not isinstance(e["input"], Mapping | list) and e["type"] not in (
                 "missing", "extra_forbidden"):
@@ -65,17 +65,19 @@ def describe(exc: ValidationError, where: str) -> str:
 
 
 def validate_model(raw: Any, model: type[M], where: str,
-                   error: type[Exception] = ConfigError) -> M:
+                   error: type[Exception] = ConfigError, tags: frozenset[str] = frozenset()) -> M:
     """`model` from plain data; a validation failure raises `error` naming `where`."""
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise error(describe(exc, where)) from None
+        raise error(describe(exc, where, tags)) from None
 
 
 def read_yaml_mapping(path: str | Path, error: type[Exception] = ConfigError,
-                      what: str = "file") -> dict[str, Any]:
-    """A YAML file's top-level mapping (an empty file is an empty mapping)."""
+                      what: str = "file", expected: str = "expected a mapping at the top level",
+                      ) -> dict[str, Any]:
+    """A YAML file's top-level mapping (an empty file is an empty mapping); `expected` says
+    what the file must hold when it is not a mapping."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such {what}")
@@ -88,11 +90,13 @@ def read_yaml_mapping(path: str | Path, error: type[Exception] = ConfigError,
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise error(f"{path}: expected a mapping at the top level")
+        raise error(f"{path}: {expected}")
     return raw
 
 
 def load_yaml_model(path: str | Path, model: type[M], error: type[Exception] = ConfigError,
-                    what: str = "file") -> M:
-    """Read `path` as YAML and validate it into `model`; errors name the file and the field."""
-    return validate_model(read_yaml_mapping(path, error, what), model, str(path), error)
+                    what: str = "file", tags: frozenset[str] = frozenset()) -> M:
+    """Read `path` as YAML and validate it into `model`; errors name the file and the field
+    (`error` is the caller's ConfigError subclass, `what` names the file's kind when it is
+    missing, `tags` are discriminator values to leave out of field paths)."""
+    return validate_model(read_yaml_mapping(path, error, what), model, str(path), error, tags)

@@ -18,9 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import ValidationError
-
+from simreal.core.config import load_yaml_model, validate_model
 from simreal.deploy.loop import (
     cpu_latency_request,
     pin_process,
@@ -43,21 +41,9 @@ def load_config(source: NodeConfig | Mapping[str, Any] | str | Path | None) -> N
         return NodeConfig()
     if isinstance(source, NodeConfig):
         return source
-    where = "node configuration"
     if isinstance(source, str | Path):
-        path = Path(source)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: no such node configuration file")
-        where = str(path)
-        try:
-            source = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise DeployError(f"{path}: not valid YAML: {exc}") from None
-    try:
-        return NodeConfig.model_validate(source)
-    except ValidationError as exc:
-        lines = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        raise DeployError(f"{where}: " + "; ".join(lines)) from None
+        return load_yaml_model(source, NodeConfig, DeployError, what="node configuration file")
+    return validate_model(source, NodeConfig, "node configuration", DeployError)
 
 
 def make_transport(kind: str, domain_id: int = 0, network: bool = False) -> TransportBase:

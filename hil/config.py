@@ -47,26 +47,24 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
-import yaml
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
     model_validator,
 )
 
+from simreal.core.config import ConfigError, FrozenModel, load_yaml_model, validate_model
 from simreal.deploy.node import NodeConfig
 from simreal.hil.robot import RobotSimConfig
 
 
-class HilConfigError(ValueError):
+class HilConfigError(ConfigError):
     """A scenario or fault plan that cannot be used; the message names the file and field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Strict = FrozenModel
 
 
 Vec3 = tuple[float, float, float]
@@ -314,46 +312,18 @@ class FaultPlan(_Strict):
 
 
 # --- loading ------------------------------------------------------------------------------------
-def _field_path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in {"drop", "delay", "reorder", "duplicate", "sensor_bias", "sensor_noise",
-                      "sensor_freeze", "nan_burst", "clock_jump", "node_crash",
-                      "robot_restart"}:
-            continue  # the union member pydantic names: the fault's kind, already clear
-        else:
-            out += f".{part}" if out else str(part)
-    return out
+# the union member pydantic names in a fault's error path: the fault's kind, already clear
+FAULT_KINDS = frozenset({"drop", "delay", "reorder", "duplicate", "sensor_bias", "sensor_noise",
+                         "sensor_freeze", "nan_burst", "clock_jump", "node_crash",
+                         "robot_restart"})
 
 
 def _load(path: str | Path, model: type[BaseModel]) -> Any:
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise HilConfigError(f"{path}: not valid YAML: {exc}") from None
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise HilConfigError(f"{path}: expected a mapping at the top level")
-    return validate(raw, model, str(path))
+    return load_yaml_model(path, model, HilConfigError, tags=FAULT_KINDS)
 
 
 def validate(raw: dict[str, Any], model: type[BaseModel], where: str) -> Any:
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        lines = []
-        for e in exc.errors():
-            loc = _field_path(e["loc"])
-            if e["type"] == "model_type" or not loc:
-                loc = loc or "(top level)"
-            lines.append(f"{loc}: {e['msg']}")
-        raise HilConfigError(f"{where}: " + "; ".join(lines)) from None
+    return validate_model(raw, model, where, HilConfigError, tags=FAULT_KINDS)
 
 
 def load_scenario(path: str | Path) -> Scenario:

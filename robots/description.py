@@ -12,16 +12,16 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, model_validator
+
+from simreal.core.config import ConfigError, FrozenModel, load_yaml_model
 
 
-class RobotError(ValueError):
+class RobotError(ConfigError):
     """A robot description that cannot be used; the message names the file and the field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Strict = FrozenModel
 
 
 class Control(_Strict):
@@ -184,30 +184,13 @@ class Robot:
         return f"Robot({self.name!r}, {self.directory})"
 
 
-def _field_path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
 def load_robot_dir(directory: str | Path) -> Robot:
     """Load and check `directory/robot.yaml` and the MJCF it names."""
     directory = Path(directory)
     yaml_path = directory / "robot.yaml"
     if not yaml_path.is_file():
         raise RobotError(f"{yaml_path}: no such file")
-    try:
-        raw = yaml.safe_load(yaml_path.read_text())
-    except yaml.YAMLError as exc:
-        raise RobotError(f"{yaml_path}: not valid YAML: {exc}") from None
-    if not isinstance(raw, dict):
-        raise RobotError(f"{yaml_path}: expected a mapping at the top level")
-    try:
-        spec = RobotSpec.model_validate(raw)
-    except ValidationError as exc:
-        lines = [f"{_field_path(e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()]
-        raise RobotError(f"{yaml_path}: " + "; ".join(lines)) from None
+    spec = load_yaml_model(yaml_path, RobotSpec, RobotError)
     robot = Robot(spec, directory)
     _check_against_mjcf(robot)
     return robot

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from simreal.core.config import read_yaml_mapping, validate_model
 from simreal.deploy.contract import ContractError
 from simreal.robots.registry import get_robot
 from simreal.sim.registry import get_task
@@ -26,7 +27,7 @@ def make_env(task: str, num_envs: int = 1024, seed: int = 0,
 
     cls = get_task(task)
     robot_obj = get_robot(robot or cls.robot_name)
-    cfg = cls.config_class.model_validate(config or {})
+    cfg = validate_model(config or {}, cls.config_class, f"{task} task configuration")
     if backend == "mujoco" and str(device) == "cpu":
         return cls(robot_obj, cfg, num_envs, seed)
     if "backend" not in inspect.signature(cls.__init__).parameters:
@@ -100,8 +101,8 @@ def _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress, 
         spec = get_algo(algo)
         run_dir = Path(out) if out is not None else _default_run_dir(task, algo, seed)
         algo_defaults = defaults.get(algo, {})
-        algo_cfg = spec.config().model_validate(
-            _merged(algo_defaults.get("config", {}), algo_config or {}))
+        algo_cfg = validate_model(_merged(algo_defaults.get("config", {}), algo_config or {}),
+                                  spec.config(), f"{algo} settings")
         calib_cfg: dict[str, Any] = {}
         if calibration is not None:
             from simreal.calibration.apply import task_overrides
@@ -115,8 +116,9 @@ def _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress, 
         # the algorithm's training-only task settings (a start curriculum, say) under the
         # caller's; evaluation builds the task with its plain defaults
         task_config = _merged(algo_defaults.get("task_config", {}), task_config or {})
-        task_cfg = cls.config_class().model_validate(_merged(_merged(
-            cls.config_class().model_dump(mode="json"), calib_cfg), task_config))
+        task_cfg = validate_model(_merged(_merged(cls.config_class().model_dump(mode="json"),
+                                          calib_cfg), task_config),
+                                  cls.config_class, f"{task} task configuration")
         config = {
             "task": task, "algo": algo, "seed": seed,
             "envs": envs or algo_defaults.get("envs", 1024),
@@ -272,14 +274,7 @@ def check_task_contract(policy, env, source: str, from_defaults: bool = False) -
 def load_task_config(path: str | Path) -> dict[str, Any]:
     """A task configuration from YAML: a run's config.yaml (its `task_config`) or a mapping of
     the task's settings."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ValueError(f"{path}: cannot read a task configuration: {exc}") from None
-    if isinstance(data, dict) and isinstance(data.get("task_config"), dict):
-        return data["task_config"]
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: a task configuration is a mapping of the task's settings "
-                         "(or a run's config.yaml)")
-    return data
+    data = read_yaml_mapping(path, what="task configuration", expected=(
+        "a task configuration is a mapping of the task's settings "
+        "(or a run's config.yaml)"))
+    return data["task_config"] if isinstance(data.get("task_config"), dict) else data

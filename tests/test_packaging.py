@@ -1,0 +1,69 @@
+"""One import namespace: the distribution claims `simreal` alone, so a user's own `sim.py`,
+`train.py` or `deploy.py` beside their script cannot shadow ours (nor ours theirs)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import simreal
+
+ROOT = Path(simreal.__file__).resolve().parent.parent
+
+
+def test_a_script_beside_its_own_train_sim_and_deploy_modules_uses_simreal(tmp_path):
+    for name in ("train", "sim", "deploy", "robots", "hil", "calibration"):
+        (tmp_path / f"{name}.py").write_text(f"WHO = 'the user\\'s own {name}'\n")
+    (tmp_path / "script.py").write_text(
+        "import train, sim, deploy\n"
+        "import simreal\n"
+        "from simreal import make_env, train as simreal_train\n"
+        "env = make_env('quadrotor-hover', num_envs=2, seed=0)\n"
+        "obs = env.get_observations()\n"
+        "print(train.WHO, sim.WHO, deploy.WHO, sep='|')\n"
+        "import simreal.train.ppo\n"  # the training package: `train` stays callable
+        "summary = simreal_train('quadrotor-hover', algo='ppo', envs=8, steps=512, seed=0,\n"
+        "                        out='run', eval_episodes=4, progress=False)\n"
+        "print(tuple(obs['policy'].shape), summary['env_steps'] >= 512,\n"
+        "      simreal_train.ppo is simreal.train.ppo)\n")
+    proc = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-2] == "the user's own train|the user's own sim|the user's own deploy"
+    assert lines[-1].startswith("(2, ") and lines[-1].endswith("True True")
+    assert (tmp_path / "run" / "policy.onnx").is_file()
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet",
+                           "-w", str(out), str(ROOT)], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (path,) = out.glob("simreal-*.whl")
+    return path
+
+
+def test_the_wheel_claims_only_simreal_and_carries_every_folder(wheel):
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        top = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
+        assert zf.read(top).decode().split() == ["simreal"]
+        meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    roots = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert roots == {"simreal"}
+    for path in ("simreal/sim/tasks/go2_locomotion.py", "simreal/train/ppo.py",
+                 "simreal/deploy/runner.py", "simreal/hil/harness.py",
+                 "simreal/calibration/fit.py", "simreal/core/spatial.py",
+                 "simreal/robots/go2/robot.yaml", "simreal/robots/go2/go2.xml"):
+        assert path in names, path
+    # the deploy-only install (`pip install .`) pulls neither torch nor mujoco
+    plain = [line for line in meta.splitlines()
+             if line.startswith("Requires-Dist:") and "extra ==" not in line]
+    assert plain and not any(("torch" in r or "mujoco" in r) for r in plain), plain

@@ -24,17 +24,13 @@ import numpy as np
 
 from simreal.deploy import messages as m
 from simreal.deploy import px4, unitree
-from simreal.deploy.interfaces import (
-    Go2Native,
-    JointGeneric,
-    Px4Native,
-    QuadGeneric,
-    RobotInterface,
-)
+from simreal.deploy.interfaces import InterfaceError, InterfaceSettings, RobotInterface
+from simreal.deploy.registry import build_interface
 from simreal.hil.messages import String
 from simreal.robots import Robot
 
 EVENT_TOPIC = "/calibration/experiment"
+CALIBRATED_KINDS = ("legged", "quadrotor")  # robot kinds the calibration fits (params.py)
 TYPES: dict[str, type] = {m.ros_type(c): c for c in (
     *m.ROS_TYPES, *unitree.MESSAGE_TYPES, *px4.MESSAGE_TYPES, String)}
 
@@ -44,18 +40,15 @@ class LogError(ValueError):
 
 
 def interface_for(robot: Robot, name: str, damping_kd: float = 1.0) -> RobotInterface:
-    """The robot's wire interface, generic or native (deploy's classes, no simulator)."""
-    kind = robot.spec.kind
-    if kind == "quadrotor":
-        return QuadGeneric(robot) if name == "generic" else Px4Native(robot)
-    if kind == "legged":
-        if name == "generic":
-            return JointGeneric(robot)
-        kp = np.array([j.kp for j in robot.spec.joints], dtype=np.float64)
-        kd = np.array([j.kd for j in robot.spec.joints], dtype=np.float64)
-        return Go2Native(robot, kp, kd, damping_kd)
-    raise LogError(f"robot {robot.name!r} is {kind!r}: calibration covers legged robots and "
-                   "quadrotors")
+    """The robot's wire interface of flavour `name` (deploy/registry.py's class, robot.yaml's
+    gains; no simulator)."""
+    if robot.spec.kind not in CALIBRATED_KINDS:
+        raise LogError(f"robot {robot.name!r} is {robot.spec.kind!r}: calibration covers "
+                       "legged robots and quadrotors")
+    try:
+        return build_interface(robot, name, InterfaceSettings(damping_kd=damping_kd))
+    except InterfaceError as exc:
+        raise LogError(str(exc)) from None
 
 
 @dataclass

@@ -38,14 +38,7 @@ import numpy as np
 
 from simreal.calibration.experiments import Experiment, ExperimentError, make_experiment
 from simreal.calibration.logs import EVENT_TOPIC, interface_for
-from simreal.deploy import codecs, px4, unitree
-from simreal.deploy.interfaces import (
-    Go2Native,
-    JointGeneric,
-    Px4Native,
-    QuadGeneric,
-    RobotInterface,
-)
+from simreal.deploy.interfaces import RobotInterface
 from simreal.deploy.transport import QoS, TransportBase
 from simreal.hil.mcap_log import LogMessage, write_mcap
 from simreal.hil.messages import String
@@ -62,33 +55,19 @@ class RecordError(RuntimeError):
 def command_messages(iface: RobotInterface, cmd: Mapping[str, np.ndarray]
                      ) -> list[tuple[str, Any]]:
     """(topic key, message) carrying an experiment's command, through deploy's codecs."""
-    if isinstance(iface, Go2Native):
-        return [("lowcmd", unitree.low_cmd(iface.index, cmd["q"], cmd["kp"], cmd["kd"]))]
-    if isinstance(iface, JointGeneric):
-        return [("command", codecs.multi_array(cmd["q"], "joint_position"))]
-    if isinstance(iface, QuadGeneric):
-        return [("command", codecs.multi_array(cmd["rotor_speed"], "rotor_speed_fraction"))]
-    if isinstance(iface, Px4Native):
-        t_us = time.monotonic_ns() // 1000
-        return [("offboard_control_mode", px4.offboard_control_mode(t_us)),
-                ("actuator_motors", px4.actuator_motors(cmd["rotor_speed"], iface.motor_map,
-                                                        t_us))]
-    raise ExperimentError(f"no command encoding for interface {type(iface).__name__}")
+    try:
+        return iface.raw_command(cmd)
+    except NotImplementedError as exc:
+        raise ExperimentError(str(exc)) from None
 
 
 def damping_command(iface: RobotInterface, signals: Mapping[str, np.ndarray]
                     ) -> list[tuple[str, Any]]:
     """What the recorder sends when it stops: joints damped, rotors stopped."""
-    if isinstance(iface, Go2Native):
-        q = signals.get("joint_pos", np.zeros(len(iface.index)))
-        n = len(iface.index)
-        return [("lowcmd", unitree.low_cmd(iface.index, q, np.zeros(n), np.ones(n)))]
-    if isinstance(iface, JointGeneric):
-        if "joint_pos" not in signals:
-            return []
-        return [("command", codecs.multi_array(signals["joint_pos"], "joint_position"))]
-    n = len(iface.robot.actuator_names)
-    return command_messages(iface, {"rotor_speed": np.zeros(n)})
+    try:
+        return iface.raw_damping(signals)
+    except NotImplementedError as exc:
+        raise ExperimentError(str(exc)) from None
 
 
 def _check_interface(exp: Experiment, interface: str) -> None:

@@ -27,13 +27,20 @@ tool pose (`target_position`, `target_orientation`); std_msgs/Float64 `/lift_hei
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 import numpy as np
 
 from simreal.deploy import codecs
 from simreal.deploy import messages as m
-from simreal.deploy.interfaces import RobotInterface, Signals, TopicSpec
+from simreal.deploy.interfaces import (
+    InterfaceError,
+    InterfaceSettings,
+    Messages,
+    RobotInterface,
+    Signals,
+    TopicSpec,
+)
 from simreal.deploy.safety import Mode
 from simreal.deploy.transport import QoS
 from simreal.robots import Robot
@@ -121,6 +128,18 @@ class ArmGeneric(RobotInterface):
         self.provides = ArmGeneric.provides if object_pose else \
             ArmGeneric.provides - OBJECT_SIGNALS
 
+    @classmethod
+    def from_settings(cls, robot: Robot, settings: InterfaceSettings) -> ArmGeneric:
+        """The object pose topic only when the policy reads it (none: the robot side)."""
+        if settings.arm_command not in get_args(ArmCommand):
+            raise InterfaceError(f"{settings.arm_command!r} is not one of "
+                                 f"{get_args(ArmCommand)}", "arm_command")
+        try:
+            return cls(robot, cast(ArmCommand, settings.arm_command),
+                       object_pose=bool(settings.reads & OBJECT_SIGNALS))
+        except ValueError as exc:
+            raise InterfaceError(str(exc)) from None
+
     def decode(self, key: str, msg: Any) -> Signals:
         if key == "object_pose":
             pos, quat = pose_signals(msg)
@@ -156,3 +175,11 @@ class ArmGeneric(RobotInterface):
         if key == "trajectory":
             return {"q": trajectory_targets(msg, self.order)}
         return {"q": codecs.multi_array_values(msg, len(self.joint_names))}
+
+    def raw_command(self, cmd: Mapping[str, np.ndarray]) -> Messages:
+        return self.encode(np.asarray(cmd["q"]), Mode.RUN, {})
+
+    def raw_damping(self, signals: Mapping[str, np.ndarray]) -> Messages:
+        if "joint_pos" not in signals:
+            return []  # no pose to hold yet: send nothing
+        return self.raw_command({"q": signals["joint_pos"]})

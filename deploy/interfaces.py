@@ -22,6 +22,11 @@ Damping, the command of the DAMP and ESTOP modes: joint robots get their measure
 position target (generic: the drivers' PD then only resists motion) or zero stiffness with
 damping gain `damping_kd` (Unitree native); a quadrotor's motors stop (zero command; NaN,
 PX4's "disarmed", natively).
+
+Which class serves a (robot kind, flavour) is deploy/registry.py's table; every class is built
+from the robot and an `InterfaceSettings` by `from_settings`, and carries what the node, the HIL
+robot and calibration need to know about it (`raw_command`, `raw_damping`, `status`,
+`nonfinite_disarms`, `heartbeat_keys`, `command_problem`), so none of them asks which class it is.
 """
 
 from __future__ import annotations
@@ -29,8 +34,8 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -40,7 +45,44 @@ from simreal.deploy.safety import Mode
 from simreal.deploy.transport import QoS
 from simreal.robots import Robot
 
+if TYPE_CHECKING:
+    from simreal.deploy.limits import CommandLimits
+
 Signals = dict[str, np.ndarray]
+Messages = list[tuple[str, Any]]  # (topic key, message)
+
+
+class InterfaceError(ValueError):
+    """An interface that cannot be built from its settings; `setting` names the settings field
+    at fault (motor_map, motor_index, ...) where one is, so each caller can point at its own
+    configuration (the node's YAML, a HIL scenario's `robot:` section)."""
+
+    setting: str | None = None
+
+    def __init__(self, message: str, setting: str | None = None):
+        super().__init__(message)
+        self.setting = setting
+
+
+@dataclass(frozen=True, eq=False)
+class InterfaceSettings:
+    """What an interface may need beyond the robot description. The node's NodeConfig and the
+    HIL robot's RobotSimConfig carry these fields under the same names (`of`); each class
+    reads the ones it needs in `from_settings`."""
+
+    kp: np.ndarray | None = None  # per joint; None: robot.yaml's (the node: the contract's)
+    kd: np.ndarray | None = None
+    damping_kd: float = 1.0  # N m s/rad, a native joint interface's damping gain
+    motor_index: Mapping[str, int] | None = None  # Unitree motor index by joint name
+    motor_map: Sequence[int] | None = None  # PX4 motor slot per rotor
+    arm_command: str = "forward_position"  # deploy/arm.py ArmCommand
+    reads: frozenset[str] = frozenset()  # the signals the policy reads (optional topics)
+
+    @classmethod
+    def of(cls, config: Any, **overrides: Any) -> InterfaceSettings:
+        """The fields `config` has (a NodeConfig, a RobotSimConfig), then `overrides`."""
+        found = {f.name: getattr(config, f.name) for f in fields(cls) if hasattr(config, f.name)}
+        return cls(**{**found, **overrides})
 
 
 @dataclass(frozen=True)
@@ -56,9 +98,22 @@ class RobotInterface(ABC):
     state_topics: tuple[TopicSpec, ...] = ()
     command_topics: tuple[TopicSpec, ...] = ()
     provides: frozenset[str] = frozenset()  # the signals decoding gives
+    # command topics that keep the robot listening rather than carry a command (PX4's
+    # offboard_control_mode; command_of gives {"direct_actuator": bool}): the robot obeys the
+    # others only while these keep arriving, and latency is measured on the others
+    heartbeat_keys: ClassVar[frozenset[str]] = frozenset()
+    # a non-finite value in a command means "stop this motor" to the robot (PX4: disarmed),
+    # not a fault
+    nonfinite_disarms: ClassVar[bool] = False
 
     def __init__(self, robot: Robot):
         self.robot = robot
+
+    @classmethod
+    def from_settings(cls, robot: Robot, settings: InterfaceSettings) -> RobotInterface:
+        """The one constructor the node, the HIL robot and calibration call (deploy/registry.py
+        `make_interface`); InterfaceError names the setting that does not fit."""
+        return cls(robot)
 
     # --- node side ----------------------------------------------------------------------
     @abstractmethod
@@ -87,6 +142,26 @@ class RobotInterface(ABC):
     @abstractmethod
     def command_of(self, key: str, msg: Any) -> dict[str, np.ndarray]:
         """What a robot applies from a command message (policy order)."""
+
+    # --- straight to the drivers (calibration experiments: no safety layer) ----------------
+    def raw_command(self, cmd: Mapping[str, np.ndarray]) -> Messages:
+        """(topic key, message) carrying an experiment's command: `q` (with `kp`, `kd` where
+        the interface sends gains) for joints, `rotor_speed` for rotors."""
+        raise NotImplementedError(f"no command encoding for interface {type(self).__name__}")
+
+    def raw_damping(self, signals: Mapping[str, np.ndarray]) -> Messages:
+        """What an experiment sends when it stops: joints damped, rotors stopped."""
+        raise NotImplementedError(f"no damping command for interface {type(self).__name__}")
+
+    # --- reporting and checks ------------------------------------------------------------------
+    def status(self) -> dict[str, int]:
+        """Counters for the node's status line (name -> value)."""
+        return {}
+
+    def command_problem(self, cmd: Mapping[str, np.ndarray], limits: CommandLimits) -> str:
+        """What is wrong with a sent command (`command_of`'s reading) beyond its range, which
+        the caller checks: '' when nothing."""
+        return ""
 
 
 def _now_us() -> int:
@@ -144,6 +219,22 @@ class JointGeneric(RobotInterface):
     def command_of(self, key: str, msg: Any) -> dict[str, np.ndarray]:
         return {"q": codecs.multi_array_values(msg, len(self.joint_names))}
 
+    def raw_command(self, cmd: Mapping[str, np.ndarray]) -> Messages:
+        return [("command", codecs.multi_array(cmd["q"], "joint_position"))]
+
+    def raw_damping(self, signals: Mapping[str, np.ndarray]) -> Messages:
+        if "joint_pos" not in signals:
+            return []  # no pose to hold yet: send nothing
+        return self.raw_command({"q": signals["joint_pos"]})
+
+
+def _joint_gains(robot: Robot, given: np.ndarray | None, name: str) -> np.ndarray | None:
+    """`given` gains, else robot.yaml's (None when a joint has none)."""
+    if given is not None:
+        return given
+    values = [getattr(j, name) for j in robot.spec.joints]
+    return None if any(v is None for v in values) else np.array(values, dtype=np.float64)
+
 
 class Go2Native(RobotInterface):
     name = "native"
@@ -162,6 +253,19 @@ class Go2Native(RobotInterface):
         self.crc_errors = 0
         self._tick = 0
         self._held: np.ndarray | None = None  # the last finite measured pose (damping)
+
+    @classmethod
+    def from_settings(cls, robot: Robot, settings: InterfaceSettings) -> Go2Native:
+        kp = _joint_gains(robot, settings.kp, "kp")
+        kd = _joint_gains(robot, settings.kd, "kd")
+        if kp is None or kd is None:
+            raise InterfaceError(f"robot {robot.name!r}: the Unitree interface sends kp and kd "
+                                 "per joint; give them in the contract (action.kp/kd) or "
+                                 "robot.yaml")
+        try:
+            return cls(robot, kp, kd, settings.damping_kd, settings.motor_index)
+        except ValueError as exc:
+            raise InterfaceError(str(exc), "motor_index") from None
 
     def decode(self, key: str, msg: Any) -> Signals:
         if not unitree.crc_ok(msg):
@@ -194,6 +298,30 @@ class Go2Native(RobotInterface):
         out["crc_ok"] = np.array(unitree.crc_ok(msg))
         return out
 
+    def raw_command(self, cmd: Mapping[str, np.ndarray]) -> Messages:
+        return [("lowcmd", unitree.low_cmd(self.index, cmd["q"], cmd["kp"], cmd["kd"]))]
+
+    def raw_damping(self, signals: Mapping[str, np.ndarray]) -> Messages:
+        n = len(self.index)
+        q = signals.get("joint_pos", np.zeros(n))
+        return self.raw_command({"q": q, "kp": np.zeros(n), "kd": self.damping_kd})
+
+    def status(self) -> dict[str, int]:
+        return {"crc_errors": self.crc_errors}
+
+    def command_problem(self, cmd: Mapping[str, np.ndarray], limits: CommandLimits) -> str:
+        if not cmd["crc_ok"]:
+            return "LowCmd CRC wrong"
+        if limits.kp is None or limits.kd is None:
+            return ""  # no gains to hold the command's to (from_settings refuses this)
+        kp_max = limits.kp * (1 + 1e-6) + 1e-6
+        kd_max = np.maximum(limits.kd, self.damping_kd) * (1 + 1e-6) + 1e-6
+        if (cmd["kp"] > kp_max).any() or (cmd["kd"] > kd_max).any():
+            return f"gains kp {cmd['kp'].tolist()} kd {cmd['kd'].tolist()} above the contract's"
+        if np.abs(cmd["tau"]).max() > 0 or np.abs(cmd["dq"]).max() > 0:
+            return "feed-forward torque or velocity target sent"
+        return ""
+
 
 # --- quadrotors --------------------------------------------------------------------------------
 class QuadGeneric(RobotInterface):
@@ -221,6 +349,12 @@ class QuadGeneric(RobotInterface):
     def command_of(self, key: str, msg: Any) -> dict[str, np.ndarray]:
         return {"rotor_speed": codecs.multi_array_values(msg, len(self.robot.actuator_names))}
 
+    def raw_command(self, cmd: Mapping[str, np.ndarray]) -> Messages:
+        return [("command", codecs.multi_array(cmd["rotor_speed"], "rotor_speed_fraction"))]
+
+    def raw_damping(self, signals: Mapping[str, np.ndarray]) -> Messages:
+        return self.raw_command({"rotor_speed": np.zeros(len(self.robot.actuator_names))})
+
 
 class Px4Native(RobotInterface):
     name = "native"
@@ -231,6 +365,8 @@ class Px4Native(RobotInterface):
                       TopicSpec("offboard_control_mode", "/fmu/in/offboard_control_mode",
                                 px4.OffboardControlMode, QoS.COMMAND))
     provides = frozenset({"position", "orientation", "linear_velocity", "angular_velocity"})
+    heartbeat_keys = frozenset({"offboard_control_mode"})
+    nonfinite_disarms = True
 
     def __init__(self, robot: Robot, motor_map: Sequence[int] | None = None):
         super().__init__(robot)
@@ -240,6 +376,13 @@ class Px4Native(RobotInterface):
                 not all(0 <= i < px4.NUM_CONTROLS for i in self.motor_map):
             raise ValueError(f"motor_map {self.motor_map} must name {n} distinct PX4 motor "
                              f"slots in 0..{px4.NUM_CONTROLS - 1}")
+
+    @classmethod
+    def from_settings(cls, robot: Robot, settings: InterfaceSettings) -> Px4Native:
+        try:
+            return cls(robot, settings.motor_map)
+        except ValueError as exc:
+            raise InterfaceError(str(exc), "motor_map") from None
 
     def decode(self, key: str, msg: Any) -> Signals:
         return px4.odometry_signals(msg)
@@ -262,6 +405,15 @@ class Px4Native(RobotInterface):
         if key == "offboard_control_mode":
             return {"direct_actuator": np.array(bool(msg.direct_actuator))}
         return {"rotor_speed": px4.motor_speed_fractions(msg, self.motor_map)}
+
+    def raw_command(self, cmd: Mapping[str, np.ndarray]) -> Messages:
+        t = _now_us()
+        return [("offboard_control_mode", px4.offboard_control_mode(t)),
+                ("actuator_motors", px4.actuator_motors(cmd["rotor_speed"], self.motor_map, t))]
+
+    def raw_damping(self, signals: Mapping[str, np.ndarray]) -> Messages:
+        # zero speed (the node's DAMP sends NaN, "disarmed")
+        return self.raw_command({"rotor_speed": np.zeros(len(self.robot.actuator_names))})
 
 
 # --- user inputs (every robot) -----------------------------------------------------------------

@@ -22,22 +22,20 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from simreal.deploy import codecs
-from simreal.deploy.arm import ArmGeneric, orientation_command, pose_signals
+from simreal.deploy import codecs, registry
+from simreal.deploy.arm import orientation_command, pose_signals
 from simreal.deploy.interfaces import (
     COMMAND_INPUTS,
     INPUT_TOPICS,
-    Go2Native,
-    JointGeneric,
-    Px4Native,
-    QuadGeneric,
+    InterfaceError,
+    InterfaceSettings,
     RobotInterface,
     TopicSpec,
 )
@@ -85,7 +83,9 @@ class NodeConfig(BaseModel):
     errors."""
 
     model_config = ConfigDict(extra="forbid")
-    interface: Literal["generic", "native"] = "generic"
+    interface: str = Field(default="generic", description="the flavour of the robot's "
+                           "interface: generic | native, or one registered in "
+                           "deploy/registry.py")
     arm_command: Literal["forward_position", "joint_trajectory"] = Field(
         default="forward_position", description="an arm's command: ros2_control's forward "
         "position controller (Float64MultiArray) or a JointTrajectory (deploy/arm.py)")
@@ -119,6 +119,15 @@ class NodeConfig(BaseModel):
         "inference, encode) so that the cycle finds its code and data in the CPU's caches; "
         "costs that much CPU time per period (deploy/loop.py run_triggered)")
 
+    @field_validator("interface")
+    @classmethod
+    def _registered_flavour(cls, value: str) -> str:
+        # the pair with the robot's kind is checked when the node is built (make_interface)
+        known = registry.flavours()
+        if value not in known:
+            raise ValueError(f"unknown interface {value!r} (known: {', '.join(known)})")
+        return value
+
     @model_validator(mode="after")
     def _prewarm_needs_state_trigger(self) -> NodeConfig:
         if self.prewarm_us > 0 and self.trigger != "state":
@@ -127,39 +136,43 @@ class NodeConfig(BaseModel):
         return self
 
 
-INTERFACES = {"quadrotor": (QuadGeneric, Px4Native), "legged": (JointGeneric, Go2Native),
-              "arm": (ArmGeneric,)}
+class _InterfacesByKind(Mapping[str, tuple[type[RobotInterface], ...]]):
+    """deploy/registry.py's classes by robot kind, read when asked (so a registration made
+    later shows): the kind -> classes table the node kept before the registry."""
+
+    def __getitem__(self, kind: str) -> tuple[type[RobotInterface], ...]:
+        classes = tuple(cls for (k, _), cls in registry.registered().items() if k == kind)
+        if not classes:
+            raise KeyError(kind)
+        return classes
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(dict.fromkeys(k for k, _ in registry.registered()))
+
+    def __len__(self) -> int:
+        return len({k for k, _ in registry.registered()})
+
+
+INTERFACES = _InterfacesByKind()
 
 
 def make_interface(runner: PolicyRunner, cfg: NodeConfig,
                    limits: CommandLimits) -> RobotInterface:
+    """The node's interface: the registry's class for the robot's kind and `cfg.interface`,
+    with the contract's gains (limits) and the signals the policy reads."""
     robot = runner.robot
     kind = robot.spec.kind
-    if kind == "quadrotor":
-        return QuadGeneric(robot) if cfg.interface == "generic" else \
-            Px4Native(robot, cfg.motor_map)
-    if kind == "arm":
-        if cfg.interface != "generic":
-            raise DeployError(f"robot {robot.name!r} (arm) has no native interface; use "
-                              "--interface generic")
-        reads = {sig for t in runner.contract.observations for sig in TERMS[t.name].reads}
-        try:
-            return ArmGeneric(robot, cfg.arm_command,
-                              object_pose=bool(reads & {"object_position",
-                                                        "object_orientation"}))
-        except ValueError as exc:
-            raise DeployError(str(exc)) from None
-    if cfg.interface == "generic":
-        return JointGeneric(robot)
-    if kind != "legged":
-        raise DeployError(f"robot {robot.name!r} ({kind}) has no native interface; use "
-                          "--interface generic")
-    if limits.kp is None or limits.kd is None:
-        raise DeployError(f"robot {robot.name!r}: the Unitree interface sends kp and kd per "
-                          "joint; give them in the contract (action.kp/kd) or robot.yaml")
     try:
-        return Go2Native(robot, limits.kp, limits.kd, cfg.damping_kd, cfg.motor_index)
-    except ValueError as exc:
+        cls = registry.interface_class(kind, cfg.interface)
+    except registry.UnknownInterfaceError as exc:
+        raise DeployError(f"robot {robot.name!r} ({kind}) has no {cfg.interface} interface; "
+                          f"use --interface {' or '.join(registry.flavours_of(kind))} ({exc})"
+                          ) from None
+    reads = frozenset(sig for t in runner.contract.observations for sig in TERMS[t.name].reads)
+    settings = InterfaceSettings.of(cfg, kp=limits.kp, kd=limits.kd, reads=reads)
+    try:
+        return cls.from_settings(robot, settings)
+    except InterfaceError as exc:
         raise DeployError(str(exc)) from None
 
 
@@ -290,8 +303,9 @@ class DeployNode:
     def _topic_names(self) -> dict[str, str]:
         specs = self.interface.state_topics + self.interface.command_topics + INPUT_TOPICS
         known = {s.key: s.default for s in specs}
-        # a configuration may name the topics of both interfaces of this kind of robot
-        siblings = {s.key for cls in INTERFACES[self.runner.robot.spec.kind]
+        # a configuration may name the topics of every interface of this kind of robot
+        kind = self.runner.robot.spec.kind
+        siblings = {s.key for (k, _), cls in registry.registered().items() if k == kind
                     for s in cls.state_topics + cls.command_topics}
         unknown = set(self.cfg.topics) - set(known) - siblings
         if unknown:
@@ -490,9 +504,7 @@ class DeployNode:
         lat = np.percentile(self.cycle_us[-1000:], 99) if self.cycle_us else float("nan")
         clamps = " ".join(f"{k}:{v}" for k, v in s.clamp_events.items())
         inputs = " ".join(f"{n}:{inp.clamped}" for n, inp in self.inputs.items())
-        extra = ""
-        if isinstance(self.interface, Go2Native):
-            extra = f" crc_errors={self.interface.crc_errors}"
+        extra = "".join(f" {k}={v}" for k, v in self.interface.status().items())
         return (f"status: mode={s.mode.value} cycle={self.cycles} sent={self.published} "
                 f"stale_periods={self.stale_periods} "
                 f"estop_input={'on' if self.estop_input else 'off'} "

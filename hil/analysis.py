@@ -41,8 +41,8 @@ import numpy as np
 from simreal.deploy import codecs, px4, unitree
 from simreal.deploy import messages as m
 from simreal.deploy.app import load_config
-from simreal.deploy.interfaces import Go2Native, Px4Native, QuadGeneric
-from simreal.deploy.limits import command_limits
+from simreal.deploy.interfaces import RobotInterface
+from simreal.deploy.limits import CommandLimits, command_limits
 from simreal.deploy.node import make_interface
 from simreal.deploy.policy import OnnxPolicy
 from simreal.deploy.runner import PolicyRunner
@@ -408,7 +408,7 @@ def limits_check(setup: Any, data: RunData, runs: dict[str, dict[str, Any]]) -> 
         if "direct_actuator" in cmd:
             continue
         checked += 1
-        bad = _outside(cmd, limits, iface, cfg.damping_kd)
+        bad = _outside(cmd, limits, iface)
         if "q" in cmd:
             span = limits.high - limits.low
             excess = np.maximum(limits.low - cmd["q"], cmd["q"] - limits.high) / span
@@ -425,10 +425,10 @@ def limits_check(setup: Any, data: RunData, runs: dict[str, dict[str, Any]]) -> 
             "max_range_excess_fraction": worst}
 
 
-def _outside(cmd: dict[str, np.ndarray], limits: Any, iface: Any, damping_kd: float) -> str:
+def _outside(cmd: dict[str, np.ndarray], limits: CommandLimits, iface: RobotInterface) -> str:
     if "rotor_speed" in cmd:
         s = cmd["rotor_speed"]
-        if isinstance(iface, QuadGeneric) and not np.isfinite(s).all():
+        if not iface.nonfinite_disarms and not np.isfinite(s).all():
             return f"non-finite rotor command {s.tolist()}"
         if (s < -1e-9).any() or (s > 1 + 1e-6).any():
             return f"rotor speed {np.round(s, 4).tolist()} outside [0, 1]"
@@ -440,16 +440,7 @@ def _outside(cmd: dict[str, np.ndarray], limits: Any, iface: Any, damping_kd: fl
         idx = np.nonzero((q < limits.low - RANGE_TOL) | (q > limits.high + RANGE_TOL))[0]
         return "joint targets outside their range: " + ", ".join(
             f"#{i} {q[i]:.4f} not in [{limits.low[i]:.4f}, {limits.high[i]:.4f}]" for i in idx)
-    if isinstance(iface, Go2Native):
-        if not cmd["crc_ok"]:
-            return "LowCmd CRC wrong"
-        kp_max = limits.kp * (1 + 1e-6) + 1e-6
-        kd_max = np.maximum(limits.kd, damping_kd) * (1 + 1e-6) + 1e-6
-        if (cmd["kp"] > kp_max).any() or (cmd["kd"] > kd_max).any():
-            return f"gains kp {cmd['kp'].tolist()} kd {cmd['kd'].tolist()} above the contract's"
-        if np.abs(cmd["tau"]).max() > 0 or np.abs(cmd["dq"]).max() > 0:
-            return "feed-forward torque or velocity target sent"
-    return ""
+    return iface.command_problem(cmd, limits)  # what the interface adds (Unitree: CRC, gains)
 
 
 # --- robot-side failsafe --------------------------------------------------------------------------
@@ -661,9 +652,9 @@ def analyze(setup: Any, times: dict[str, Any]) -> dict[str, Any]:
 
     iface = robot_side_interface(robot, setup.scenario.interface, setup.scenario.robot)
     state_topics = {cfg_topics.get(s.key, s.default) for s in iface.state_topics}
-    command_topics = {cfg_topics.get(s.key, s.default) for s in iface.command_topics}
-    if isinstance(iface, Px4Native):
-        command_topics = {cfg_topics.get("actuator_motors", "/fmu/in/actuator_motors")}
+    # latency to the command itself, not to a heartbeat sent with it (PX4's offboard mode)
+    command_topics = {cfg_topics.get(s.key, s.default) for s in iface.command_topics
+                      if s.key not in iface.heartbeat_keys}
     lat = latencies(data, runs, state_topics, command_topics)
 
     lost = {t: c["lost"] for t, c in counts.items() if c["lost"]}

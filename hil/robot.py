@@ -43,14 +43,9 @@ import mujoco
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from simreal.deploy.arm import ArmCommand, ArmGeneric
-from simreal.deploy.interfaces import (
-    Go2Native,
-    JointGeneric,
-    Px4Native,
-    QuadGeneric,
-    RobotInterface,
-)
+from simreal.deploy.arm import ArmCommand
+from simreal.deploy.interfaces import InterfaceError, InterfaceSettings, RobotInterface
+from simreal.deploy.registry import UnknownInterfaceError, build_interface, flavours_of
 from simreal.robots import Robot
 from simreal.sim import rotors
 from simreal.sim.backend import compile_model
@@ -107,31 +102,23 @@ DEFAULT_TIMEOUT = {"quadrotor": 0.5, "legged": 0.25, "arm": 0.25}
 
 
 def robot_side_interface(robot: Robot, interface: str, cfg: RobotSimConfig) -> RobotInterface:
-    """The interface object whose robot side (state_messages, command_of) this robot speaks."""
+    """The interface object whose robot side (state_messages, command_of) this robot speaks:
+    deploy/registry.py's class for the robot's kind and `interface`, with robot.yaml's gains
+    (what the drivers run when a command carries none)."""
     kind = robot.spec.kind
-    if kind == "quadrotor":
-        if interface == "generic":
-            return QuadGeneric(robot)
-        try:
-            return Px4Native(robot, cfg.motor_map)
-        except ValueError as exc:
-            raise HilRobotError(f"robot.motor_map: {exc}") from None
-    if kind == "arm":
-        if interface != "generic":
-            raise HilRobotError(f"interface: robot {robot.name!r} is an arm, which has only "
-                                "the generic (ros2_control) interface")
-        return ArmGeneric(robot, cfg.arm_command)
-    if kind != "legged":
+    if kind not in DEFAULT_TIMEOUT:
         raise HilRobotError(f"robot {robot.name!r} is {kind!r}: the HIL robot simulates "
                             "quadrotors, legged robots and arms")
-    if interface == "generic":
-        return JointGeneric(robot)
-    kp = [j.kp for j in robot.spec.joints]
-    kd = [j.kd for j in robot.spec.joints]
     try:
-        return Go2Native(robot, np.array(kp), np.array(kd), cfg.damping_kd, cfg.motor_index)
-    except ValueError as exc:
-        raise HilRobotError(f"robot.motor_index: {exc}") from None
+        return build_interface(robot, interface, InterfaceSettings.of(cfg))
+    except UnknownInterfaceError as exc:
+        have, article = flavours_of(kind), "an" if kind[0] in "aeiou" else "a"
+        raise HilRobotError(f"interface: robot {robot.name!r} is {article} {kind}, which has "
+                            f"only the {' and '.join(have)} interface"
+                            f"{'s' if len(have) > 1 else ''} ({exc})") from None
+    except InterfaceError as exc:
+        raise HilRobotError(f"robot.{exc.setting}: {exc}" if exc.setting else str(exc)
+                            ) from None
 
 
 def _id(model: mujoco.MjModel, kind: mujoco.mjtObj, name: str) -> int:
@@ -420,8 +407,7 @@ class SimRobot:
             if bool(cmd["direct_actuator"]):
                 self.offboard_time = self.time
             return True  # PX4's offboard heartbeat, not a motor command
-        if isinstance(self.interface, Px4Native) and \
-                self.time - self.offboard_time > self.timeout:
+        if self.interface.heartbeat_keys and self.time - self.offboard_time > self.timeout:
             self.commands_rejected += 1  # PX4 obeys actuator_motors only in offboard mode
             return False
         self.drive.set(cmd)

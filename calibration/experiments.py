@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from simreal.core.spatial import quat_to_matrix
 from simreal.robots import Robot
 
 GRAVITY = 9.81
@@ -280,13 +281,6 @@ def rotor_geometry(robot: Robot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.array(pos), np.array(yaw), inertia
 
 
-def _quat_to_matrix(q: np.ndarray) -> np.ndarray:
-    w, x, y, z = q / np.linalg.norm(q)
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
 class QuadHover(Experiment):
     name = "quad-hover"
     kind = "quadrotor"
@@ -348,7 +342,8 @@ class QuadHover(Experiment):
         dt = 1.0 / self.rate_hz if self._last_t is None else t - self._last_t
         self._last_t = t
         p, v = signals["position"], signals["linear_velocity"]
-        rot = _quat_to_matrix(np.asarray(signals["orientation"], dtype=np.float64))
+        q = np.asarray(signals["orientation"], dtype=np.float64)
+        rot = quat_to_matrix(q / np.linalg.norm(q))  # an estimator's quaternion: normalized
         omega = np.asarray(signals["angular_velocity"], dtype=np.float64)
         target = self.pad + np.array([0.0, 0.0, self.CLIMB])
         err = target - p

@@ -7,6 +7,7 @@ randomization all compute rotations with these functions, so the two sides canno
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -115,3 +116,24 @@ def quat_conjugate(q: Array) -> Array:
 def quat_rotate_inverse(q: Array, v: Array) -> Array:
     """(..., 3) vectors v rotated by the inverse of unit quaternions q (world to body)."""
     return quat_rotate(quat_conjugate(q), v)
+
+
+def quat_angle(a: Array, b: Array) -> Array:
+    """Angle (rad) of the rotation between unit quaternions a and b (..., 4); q and -q are
+    the same rotation."""
+    xp = namespace(a, b)
+    dot = xp.clip(xp.abs(xp.sum(a * b, axis=-1)), max=1.0)
+    return 2 * xp.acos(dot)
+
+
+def yaw_of(q: Array) -> Array:
+    """Heading (rad, about world z) of unit quaternions (..., 4)."""
+    xp = namespace(q)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    return xp.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+def wrap_angle(a: Array) -> Array:
+    """Angles wrapped to [-pi, pi)."""
+    xp = namespace(a)
+    return xp.remainder(a + math.pi, 2 * math.pi) - math.pi

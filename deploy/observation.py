@@ -1,10 +1,11 @@
 """Builds the policy's observation vector from named signals, exactly as the contract says.
 
 Written against the array API: the simulator runs this same builder on batched torch tensors,
-the deploy runtime on numpy arrays. Per term: value -> (optional perturbation, the simulator's
-sensor noise) -> times scale -> (for an integral term, its leaky integral over control
-periods) -> clip to +-clip -> a history of the last `history` values, oldest first. The terms
-are concatenated in contract order.
+the deploy runtime on numpy arrays. The signals first go through an optional perturbation
+(the simulator's sensor noise: it acts on what is sensed, e.g. a quaternion, before terms
+derive from it); then per term: value -> times scale -> (for an integral term, its leaky
+integral over control periods) -> clip to +-clip -> a history of the last `history` values,
+oldest first. The terms are concatenated in contract order.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from simreal.deploy.contract import ObsTerm
 from simreal.deploy.terms import TERMS, Signals
 
 Array = Any
-Perturb = Callable[[str, Array], Array]
+Perturb = Callable[[Signals], Signals]  # signals -> perturbed signals (a new mapping)
 
 
 class ObservationBuilder:
@@ -66,8 +67,10 @@ class ObservationBuilder:
             self._history[name] = xp.where(mask[..., None, None], xp.nan, buf)
 
     def build(self, signals: Signals, perturb: Perturb | None = None) -> Array:
+        if perturb is not None:
+            signals = perturb(signals)
         values = None
-        if self._flat and perturb is None:
+        if self._flat:
             values = [TERMS[term.name].fn(signals) for term in self.terms]
             if all(isinstance(v, np.ndarray) for v in values):
                 raw = np.concatenate(values, axis=-1)
@@ -77,8 +80,6 @@ class ObservationBuilder:
         parts = []
         for i, term in enumerate(self.terms):  # (each term computed once)
             value = values[i] if values is not None else TERMS[term.name].fn(signals)
-            if perturb is not None:
-                value = perturb(term.name, value)
             if term.integral_time_constant_s is not None:
                 value = self._integrate(term, value * term.scale)
             elif isinstance(value, np.ndarray):  # numpy's own clip: the same math, ~10x

@@ -1,10 +1,12 @@
-"""Seeded batched samplers for initial states and randomization."""
+"""Seeded batched samplers for initial states, commands and randomization."""
 
 from __future__ import annotations
 
 import math
 
 import torch
+
+from simreal.core.spatial import quat_mul
 
 
 def uniform(n: int, low: float, high: float, gen: torch.Generator, dim: int | None = None
@@ -20,25 +22,22 @@ def in_ball(n: int, radius: float, gen: torch.Generator) -> torch.Tensor:
     return direction * r
 
 
+def yaw_quat(yaw: torch.Tensor) -> torch.Tensor:
+    """Quaternions (..., 4) turning by `yaw` rad about the vertical."""
+    zero = torch.zeros_like(yaw)
+    return torch.stack([torch.cos(yaw / 2), zero, zero, torch.sin(yaw / 2)], dim=-1)
+
+
+def tilt_quat(tilt: torch.Tensor, axis_angle: torch.Tensor) -> torch.Tensor:
+    """Quaternions (..., 4) tilting by `tilt` rad about the horizontal axis at `axis_angle`."""
+    s = torch.sin(tilt / 2)
+    return torch.stack([torch.cos(tilt / 2), s * torch.cos(axis_angle), s * torch.sin(axis_angle),
+                        torch.zeros_like(tilt)], dim=-1)
+
+
 def tilted_quat(n: int, max_tilt: float, gen: torch.Generator) -> torch.Tensor:
     """Random yaw, then a tilt of up to max_tilt rad about a random horizontal axis (w, x, y, z)."""
     yaw = uniform(n, -math.pi, math.pi, gen)
     tilt = uniform(n, 0.0, max_tilt, gen)
     axis_angle = uniform(n, -math.pi, math.pi, gen)
-    q_yaw = torch.stack([torch.cos(yaw / 2), 0 * yaw, 0 * yaw, torch.sin(yaw / 2)], dim=-1)
-    s = torch.sin(tilt / 2)
-    q_tilt = torch.stack(
-        [torch.cos(tilt / 2), s * torch.cos(axis_angle), s * torch.sin(axis_angle), 0 * tilt], -1
-    )
-    return quat_mul(q_tilt, q_yaw)
-
-
-def quat_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    aw, ax, ay, az = a.unbind(-1)
-    bw, bx, by, bz = b.unbind(-1)
-    return torch.stack([
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    ], dim=-1)
+    return quat_mul(tilt_quat(tilt, axis_angle), yaw_quat(yaw))

@@ -36,7 +36,9 @@ from pathlib import Path
 import mujoco
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
+
+from simreal.core.config import StrictModel
 
 
 class TerrainType(StrEnum):
@@ -52,18 +54,14 @@ class TerrainType(StrEnum):
 Range = tuple[float, float]
 
 
-class _Cfg(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CurriculumConfig(_Cfg):
+class CurriculumConfig(StrictModel):
     enabled: bool = True  # False: every reset draws a random level
     max_init_level: int = Field(4, ge=0)  # robots start at random levels 0..this
     promote_fraction: float = Field(0.5, gt=0)  # of the tile's shorter side, walked
     demote_fraction: float = Field(0.5, ge=0)  # of the commanded distance
 
 
-class TerrainConfig(_Cfg):
+class TerrainConfig(StrictModel):
     """The terrain grid; ranges (low, high) are the values at the easiest and hardest row."""
 
     rows: int = Field(10, ge=1)  # difficulty levels, along x

@@ -10,38 +10,96 @@ observation of a done env is already its post-reset one, and a cut episode boots
 state it ended in.
 
 A task subclass supplies: its config, `policy_terms` (the contract's observation terms),
-`signals()` (named sensor readings), the physics of one control step, rewards, terminations,
-resets and the privileged critic terms. Everything is batched; no Python loop over envs.
+`signals()` (named sensor readings), the physics of one control step, `reward_state()` (what
+its reward terms read) with `reward_functions` (sim/rewards.py), terminations, resets and
+the privileged critic terms (named, like the actor's). Everything is batched; no Python loop
+over envs.
+
+The task config names reward weights (`rewards: {term: weight}`) and per-signal observation
+noise (`noise: {signal: std}`); a config that sets some of them keeps the task's defaults for
+the others, and an unknown name is an error naming it. The base env sums the weighted terms
+(`/reward/<term>` in the log: per episode, per second of `episode_s`) and gives the actor the
+signals through the observation builder's perturbation hook, which adds the noise; the
+critic builds the same terms from the exact signals.
 """
 
 from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
-from pydantic import BaseModel, ConfigDict
+from pydantic import NonNegativeFloat, ValidationInfo, field_validator, model_validator
 from tensordict import TensorDict
 
+from simreal.core.config import StrictModel
 from simreal.deploy.contract import ObsTerm, PolicyContract
 from simreal.deploy.observation import ObservationBuilder
+from simreal.deploy.terms import Signals
 from simreal.robots import Robot
+from simreal.sim.rewards import RewardFn
+
+Weights = dict[str, float]  # reward term -> weight
+NoiseStd = dict[str, NonNegativeFloat]  # signal -> standard deviation of its noise
 
 
-class TaskConfig(BaseModel):
-    """Base of every task's typed config: unknown keys are errors."""
+class TaskConfig(StrictModel):
+    """Base of every task's typed config: unknown keys and non-finite numbers are errors.
 
-    model_config = ConfigDict(extra="forbid")
+    A task's config class gives, as field defaults, every reward term's weight (`rewards`)
+    and every noisy signal's standard deviation (`noise`), and its terms' parameters in
+    `reward_params`."""
+
     episode_s: float = 5.0
+    rewards: Weights = {}
+    noise: NoiseStd = {}
+
+    @field_validator("rewards", "noise", mode="before")
+    @classmethod
+    def _onto_defaults(cls, value: Any, info: ValidationInfo) -> Any:
+        """A partial mapping overrides the task's defaults by name; an unknown name is an
+        error (a typo must not add a silent zero)."""
+        if not isinstance(value, Mapping):
+            return value
+        defaults = cls.model_fields[info.field_name].default
+        what = "reward term" if info.field_name == "rewards" else "noisy signal"
+        for name in value:
+            if name not in defaults:
+                raise ValueError(f"unknown {what} {name!r} (known: {', '.join(defaults)})")
+        return {**defaults, **value}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_reward_mapping(cls, data: Any) -> Any:
+        """Configs before named terms had one `reward:` mapping of weights and parameters;
+        say where each of its keys went instead of only refusing it."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("reward"), Mapping):
+            return data
+        weights = cls.model_fields["rewards"].default
+        params_cls = getattr(cls.model_fields.get("reward_params"), "annotation", None)
+        params = getattr(params_cls, "model_fields", {})
+        moves = []
+        for key in data["reward"]:
+            new = ("rewards" if key in weights else "reward_params" if key in params
+                   else None)
+            moves.append(f"reward.{key} is now {new}.{key}" if new
+                         else f"reward.{key} is no longer a setting")
+        raise ValueError("the `reward` mapping was split into `rewards` (term weights, a "
+                         "cost's negative) and `reward_params`: " + "; ".join(moves))
 
 
 class VecEnv(ABC):
     name: str = ""
     config_class: type[TaskConfig] = TaskConfig
     final_observations: bool = False  # put extras["final_obs"] in step()'s result
+    # reward term name -> function (sim/rewards.py); the config's `rewards` weighs them
+    reward_functions: ClassVar[dict[str, RewardFn]] = {}
+    # weights per second of simulated time (legged_gym's convention): times the period
+    rewards_per_second: ClassVar[bool] = False
 
     def __init__(self, robot: Robot, cfg: TaskConfig, num_envs: int, seed: int,
                  backend: str = "mujoco", device: str | torch.device = "cpu"):
@@ -65,6 +123,7 @@ class VecEnv(ABC):
         self.last_action = zeros(num_envs, self.num_actions)
         self.prev_action = zeros(num_envs, self.num_actions)
         self.success = zeros(num_envs, dtype=torch.bool)  # of each env's last episode
+        self._init_reward_terms()
         self.obs_builder = ObservationBuilder(self.policy_terms(), self.num_actions, self.dt)
         self.critic_builder = ObservationBuilder(self.policy_terms(), self.num_actions, self.dt)
         self.action_clip = self.contract().action.clip
@@ -91,6 +150,18 @@ class VecEnv(ABC):
             return nullcontext()
         return torch.device(self.device)
 
+    def _init_reward_terms(self) -> None:
+        declared, weights = set(self.reward_functions), self.cfg.rewards
+        if declared != set(weights):  # a task's own defaults must name exactly its terms
+            raise TypeError(f"{type(self).__name__}: config rewards {sorted(weights)} differ "
+                            f"from reward_functions {sorted(declared)}")
+        scale = self.dt if self.rewards_per_second else 1.0
+        # a term weighted 0 is not computed at all
+        self._reward_terms = [(name, self.reward_functions[name], w * scale)
+                              for name, w in weights.items() if w != 0]
+        self.episode_reward_terms = torch.zeros(self.num_envs, len(self._reward_terms),
+                                                device=self.device)
+
     # --- what a task provides -------------------------------------------------------------
     @abstractmethod
     def policy_terms(self) -> list[ObsTerm]: ...
@@ -99,21 +170,73 @@ class VecEnv(ABC):
     def signals(self) -> dict[str, torch.Tensor]:
         """True named signals (float32) the policy terms read, from the simulator's sensors."""
 
-    @abstractmethod
-    def noisy_signals(self) -> dict[str, torch.Tensor]:
-        """The signals as the robot's estimator gives them: what the actor and deploy see."""
+    def perturb(self, signals: Signals) -> dict[str, torch.Tensor]:
+        """The signals as the robot's estimator gives them (the actor's, through the
+        observation builder's perturbation hook): each signal in the config's `noise` plus
+        Gaussian noise of its standard deviation, quaternions renormalized. One draw per
+        call for all of them, in the config's order, whatever the deviations (a seed fixes
+        the rest of the trajectory whatever noise is configured)."""
+        s = dict(signals)
+        names = list(self.cfg.noise)
+        if not names:
+            return s
+        dims = [s[k].shape[-1] for k in names]
+        noise = torch.randn(self.num_envs, sum(dims), generator=self.generator)
+        start = 0
+        for name, dim in zip(names, dims, strict=True):
+            value = s[name] + self.cfg.noise[name] * noise[:, start:start + dim]
+            if name.endswith("orientation"):  # a unit quaternion
+                value = torch.nn.functional.normalize(value, dim=-1)
+            s[name] = value
+            start += dim
+        return s
 
-    @abstractmethod
+    def noisy_signals(self) -> dict[str, torch.Tensor]:
+        """The signals as the actor and deploy see them."""
+        return self.perturb(self.signals())
+
+    def privileged_terms(self) -> dict[str, torch.Tensor]:
+        """Named (num_envs, k) privileged state the critic alone sees, in critic order."""
+        raise NotImplementedError
+
     def privileged(self) -> torch.Tensor:
-        """(num_envs, k) privileged state the critic alone sees."""
+        return torch.cat(list(self.privileged_terms().values()), dim=-1)
 
     @abstractmethod
     def apply_actions(self, actions: torch.Tensor) -> None:
         """Run one control period of physics with the (clipped) actions."""
 
-    @abstractmethod
+    def reward_state(self) -> dict[str, torch.Tensor]:
+        """Named tensors the reward terms read, after a control period (once per step; it
+        may advance per-step bookkeeping such as feet air time)."""
+        raise NotImplementedError
+
+    def terminations(self, state: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
+                                                                     dict[str, Any]]:
+        """(terminated, per-step log) after the rewards of the step were computed."""
+        raise NotImplementedError
+
+    def shape_reward(self, reward: torch.Tensor, terms: dict[str, torch.Tensor],
+                     state: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The step's reward from the sum of its weighted terms (a task may clip it)."""
+        return reward
+
     def rewards_and_terminations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        """(reward, terminated, per-step log) after a control period."""
+        """(reward, terminated, per-step log) after a control period. A non-finite reward
+        (a broken simulation) is 0 and ends the episode."""
+        state = self.reward_state()
+        p = getattr(self.cfg, "reward_params", None)
+        if self._reward_terms:
+            values = torch.stack([fn(state, p) * w for _, fn, w in self._reward_terms], -1)
+            self.episode_reward_terms += values
+            reward = values.sum(-1)
+        else:
+            values, reward = None, torch.zeros(self.num_envs, device=self.device)
+        terms = {name: values[:, i] for i, (name, _, _) in enumerate(self._reward_terms)}
+        reward = self.shape_reward(reward, terms, state)
+        terminated, log = self.terminations(state)
+        broken = ~torch.isfinite(reward)
+        return torch.where(broken, 0.0, reward), terminated | broken, log
 
     @abstractmethod
     def reset_envs(self, ids: torch.Tensor) -> dict[str, Any]:
@@ -187,8 +310,20 @@ class VecEnv(ABC):
             for builder, history in saved:
                 builder._history = history
 
+    def _reward_term_stats(self, ids: torch.Tensor) -> dict[str, Any]:
+        """`/reward/<term>`: each term's sum over the finished episodes of envs `ids`, per
+        second of `episode_s` (tensors: no host sync)."""
+        ended = self.episode_length_buf[ids] > 0
+        sums = self.episode_reward_terms[ids]
+        self.episode_reward_terms[ids] = 0.0
+        if not self._reward_terms or not ended.any():  # none before the first episodes
+            return {}
+        per_s = sums[ended].mean(0) / self.cfg.episode_s
+        return {f"/reward/{name}": per_s[i] for i, (name, _, _) in enumerate(self._reward_terms)}
+
     def _reset(self, ids: torch.Tensor) -> dict[str, Any]:
-        stats = self.reset_envs(ids)
+        stats = self._reward_term_stats(ids)
+        stats.update(self.reset_envs(ids))
         self.episode_length_buf[ids] = 0
         self.episode_return[ids] = 0.0
         self.last_action[ids] = 0.0
@@ -196,8 +331,9 @@ class VecEnv(ABC):
         return stats
 
     def _observe(self) -> TensorDict:
-        policy = self.obs_builder.build(self.noisy_signals())
-        exact = self.critic_builder.build(self.signals())
+        signals = self.signals()
+        policy = self.obs_builder.build(signals, perturb=self.perturb)
+        exact = self.critic_builder.build(signals)
         critic = torch.cat([exact, self.privileged()], dim=-1)
         return TensorDict({"policy": policy, "critic": critic}, batch_size=[self.num_envs])
 

@@ -84,12 +84,13 @@ def test_malformed_go2_yaml_names_file_and_field(go2_copy, edit, field):
 
 
 def test_task_refuses_an_mjcf_whose_gains_disagree_with_robot_yaml(go2_copy):
-    from simreal.sim.tasks.go2_locomotion import Go2Config, Go2Flat
+    from simreal.sim.registry import get_task
 
     _edit(go2_copy, lambda d: d["joints"][5].update(kp=25.0))
     robot = load_robot_dir(go2_copy)
+    cls = get_task("go2-flat")
     with pytest.raises(ActuatorMismatch, match=r"FL_calf.gainprm\[0\] is 20, robot.yaml gives 25"):
-        Go2Flat(robot, Go2Config(), 2, 0)
+        cls(robot, cls.config_class(), 2, 0)
 
 
 # --- actuators --------------------------------------------------------------------------------

@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 from torch import nn
 from tqdm import tqdm
 
+from simreal.core.config import StrictModel
 from simreal.train import distributed
 from simreal.train.checkpoint import save_checkpoint
 from simreal.train.modules import EmpiricalNormalization
@@ -64,10 +65,9 @@ def keep_freed_memory() -> bool:
                 and libc.mallopt(m_trim_threshold, 1 << 30))
 
 
-class OffPolicyConfig(BaseModel):
+class OffPolicyConfig(StrictModel):
     """What SAC and TD3 share. Sizes are per vector-env step unless they say transitions."""
 
-    model_config = ConfigDict(extra="forbid")
     gamma: float = Field(0.99, gt=0, le=1)
     n_step: int = Field(3, ge=1)
     # rewards are multiplied by this before they are learned from: Adam moves a critic's

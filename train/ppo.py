@@ -6,15 +6,14 @@ Every hyperparameter is in PPOConfig; the update reads top to bottom.
 from __future__ import annotations
 
 import torch
-from pydantic import BaseModel, ConfigDict
 
+from simreal.core.config import StrictModel
 from simreal.train import distributed
 from simreal.train.modules import ActorCritic
 from simreal.train.storage import RolloutStorage
 
 
-class PPOConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class PPOConfig(StrictModel):
     steps_per_env: int = 24  # rollout length per iteration
     epochs: int = 5
     minibatches: int = 4

@@ -27,36 +27,29 @@ from typing import Any
 
 import mujoco
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from simreal.core.config import StrictModel
 from simreal.core.spatial import quat_mul
 from simreal.deploy.contract import ActionSpec, ObsTerm, PolicyContract
+from simreal.deploy.terms import Signals
 from simreal.robots import Robot
 from simreal.robots.description import Kinematics
 from simreal.robots.kinematics import forward_kinematics
 from simreal.sim.actuators import PDActuators
-from simreal.sim.tasks.go2_locomotion import single_torch_thread
-from simreal.sim.vec_env import TaskConfig, VecEnv
+from simreal.sim.threads import single_torch_thread
+from simreal.sim.vec_env import NoiseStd, TaskConfig, VecEnv
 
 Range = tuple[float, float]
 NUM_ARM_JOINTS = 7
 
 
-class _Cfg(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ArmRandomization(_Cfg):
+class ArmRandomization(StrictModel):
     enabled: bool = True
     damping: Range = (0.5, 3.0)  # N m s/rad, joint (gear) damping, uniform per joint
     kp_scale: Range = (0.9, 1.1)
     kd_scale: Range = (0.9, 1.1)
     latency: Range = (0.0, 0.02)  # s, command to joint controller
-
-
-class ArmNoise(_Cfg):
-    joint_pos: float = 0.002  # rad (m for the finger)
-    joint_vel: float = 0.02  # rad/s
 
 
 class ArmConfig(TaskConfig):
@@ -65,13 +58,8 @@ class ArmConfig(TaskConfig):
         default=[1.2, 1.5, 1.2, 1.5, 1.2, 1.5, 2.0, 0.1], min_length=8, max_length=8)
     joint_noise: float = 0.2  # rad, uniform around the default pose at a reset
     randomization: ArmRandomization = ArmRandomization()
-    noise: ArmNoise = ArmNoise()
-
-
-def quat_angle(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Angle (rad) of the rotation between unit quaternions a and b (..., 4)."""
-    dot = (a * b).sum(-1).abs().clamp(max=1.0)
-    return 2 * torch.acos(dot)
+    # encoder noise: rad (m for the finger), rad/s; the tool pose follows from the noisy angles
+    noise: NoiseStd = {"joint_pos": 0.002, "joint_vel": 0.02}
 
 
 def rotation_error(target: torch.Tensor, current: torch.Tensor) -> torch.Tensor:
@@ -218,27 +206,28 @@ class ArmTask(VecEnv):
                 "ee_position": s["ee_position"], "ee_orientation": s["ee_orientation"],
                 "last_action": self.last_action}
 
-    def noisy_joint_signals(self) -> dict[str, torch.Tensor]:
+    def perturb(self, signals: Signals) -> dict[str, torch.Tensor]:
         """Joint states with encoder noise, and the tool pose as deploy computes it from them."""
-        s = self.joint_signals()
-        nz, n, nj = self.cfg.noise, self.num_envs, self.num_actions
-        noise = torch.randn(n, 2 * nj, generator=self.generator)
-        q = s["joint_pos"] + nz.joint_pos * noise[:, :nj]
-        s["joint_pos"] = q
-        s["joint_vel"] = s["joint_vel"] + nz.joint_vel * noise[:, nj:]
+        s = super().perturb(signals)
         with single_torch_thread():  # evaluation calls this outside step()
-            s["ee_position"], s["ee_orientation"] = forward_kinematics(self.kinematics, q)
+            s["ee_position"], s["ee_orientation"] = forward_kinematics(self.kinematics,
+                                                                       s["joint_pos"])
         return s
 
-    def actuator_privileged(self) -> torch.Tensor:
+    def actuator_privileged(self) -> dict[str, torch.Tensor]:
         """Randomized joint parameters, for the critic: damping, gains, latency."""
         a = self.actuators
-        return torch.cat([
-            (self.damping - 1.0) / 2.0,
-            (a.kp_scale - 1).float().mean(-1, keepdim=True) * 10,
-            (a.kd_scale - 1).float().mean(-1, keepdim=True) * 10,
-            a.latency[:, None].float() * 50,
-        ], dim=-1)
+        return {
+            "joint_damping": (self.damping - 1.0) / 2.0,
+            "kp_scale": (a.kp_scale - 1).float().mean(-1, keepdim=True) * 10,
+            "kd_scale": (a.kd_scale - 1).float().mean(-1, keepdim=True) * 10,
+            "latency": a.latency[:, None].float() * 50,
+        }
+
+    def joint_reward_state(self) -> dict[str, torch.Tensor]:
+        """What the shared terms read: actions and the arm's joint velocities (no finger)."""
+        return {"action": self.last_action, "prev_action": self.prev_action,
+                "joint_vel": self.read()["joint_vel"][:, :NUM_ARM_JOINTS]}
 
     # --- dynamics ---------------------------------------------------------------------------
     def apply_actions(self, actions: torch.Tensor) -> None:

@@ -24,11 +24,16 @@ import mujoco
 import torch
 from pydantic import Field
 
+from simreal.core.config import StrictModel
 from simreal.core.spatial import quat_mul
 from simreal.deploy.contract import CommandRange, ObsTerm, PolicyContract
+from simreal.deploy.terms import Signals
 from simreal.robots import Robot
-from simreal.sim.tasks.arm_base import NUM_ARM_JOINTS, ArmConfig, ArmTask, Range, _Cfg, solve_ik
+from simreal.sim.rewards import State, action_rate, joint_vel, tanh_kernel
+from simreal.sim.sampling import yaw_quat
+from simreal.sim.tasks.arm_base import NUM_ARM_JOINTS, ArmConfig, ArmTask, Range, solve_ik
 from simreal.sim.tasks.arm_reach import DOWN
+from simreal.sim.vec_env import Weights
 
 # what `simreal train arm-lift` uses unless told otherwise (2 cores, seed 0, bench/train_arm.py,
 # success from the default pose over 200-500 ONNX episodes). SAC: 35% at 3M steps, 76% at 6M
@@ -59,7 +64,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
 TRAIN_ONLY = {"train_only": True}
 
 
-class CubeConfig(_Cfg):
+class CubeConfig(StrictModel):
     half_size: Range = (0.02, 0.03)  # m: edges of 4 to 6 cm (the fingers open to 8 cm)
     mass: Range = (0.05, 0.3)  # kg
     friction: Range = (0.5, 1.2)
@@ -71,7 +76,7 @@ class CubeConfig(_Cfg):
     yaw: float = Field(default=math.pi / 12, ge=0, le=math.pi)
 
 
-class EstimatorConfig(_Cfg):
+class EstimatorConfig(StrictModel):
     """The camera-based pose estimate the actor gets."""
 
     delay_steps: tuple[int, int] = (1, 3)  # control periods, per episode (20-60 ms)
@@ -80,46 +85,52 @@ class EstimatorConfig(_Cfg):
     orientation_noise: float = 0.02  # quaternion components per step, renormalized
 
 
-class LiftReward(_Cfg):
-    """Per step, d the tool-to-cube distance, e the cube's distance from the commanded
-    height: -reach_linear d + reach (1 - tanh(d / reach_scale))
-    + reach_fine (1 - tanh(d / reach_fine_scale))
-    + align (1 - tanh(d_xy / align_scale))
-    + open [not ready] (finger opening / full opening)
-    + grasp [both fingers pressing on the cube, near the tool] + lift [lifted]
-    + lifted (goal_coarse (1 - tanh(e / goal_coarse_scale)) + goal (1 - tanh(e / goal_scale)))
-    - action_rate |da|^2 - joint_vel |qdot|^2."""
-
-    # the linear term pulls from the start pose (~0.5 m away), where the tanh terms are flat
-    reach_linear: float = 2.0  # per m
-    reach: float = 1.0
+class LiftRewardParams(StrictModel):
     reach_scale: float = 0.2  # m
-    reach_fine: float = 1.0
     reach_fine_scale: float = 0.03  # m
-    # the tool over the cube in the horizontal first: the fingers pass around the cube only
-    # from straight above (the 3-D terms alone left the hand hovering 5 cm off to a side)
-    align: float = 1.0
     align_scale: float = 0.02  # m
-    # an open hand until it is ready to close: the tool within ready_xy of the cube's centre
-    # horizontally and less than ready_z above it (with a random gripper the hand came
-    # half-closed and pressed on the cube's top; paid only while the hand was far, the bonus
-    # made the policy hover just outside that distance)
-    open: float = 0.5
+    # the hand is ready to close with the tool within ready_xy of the cube's centre
+    # horizontally and less than ready_z above it
     ready_xy: float = 0.015  # m
     ready_z: float = 0.015  # m
-    # holding and lifting pay a few times what reaching does, not ten times: with larger
-    # weights the grasped starts' returns swamped the batch's advantages and the approach
-    # from the default pose was not learned (measured, 2.5M steps: the hand hovered away)
-    grasp: float = 2.0
     contact_force: float = 0.5  # N: a finger pressing on the cube harder grasps it
-    lift: float = 2.0
     lifted: float = 0.02  # m above its resting height: the cube counts as lifted
-    goal_coarse: float = 2.0
     goal_coarse_scale: float = 0.3  # m
-    goal: float = 3.0
     goal_scale: float = 0.05  # m
-    action_rate: float = 0.01
-    joint_vel: float = 0.001
+
+
+# Reward terms, d the tool-to-cube distance, e the cube's distance from the commanded height:
+# reach_linear d (it pulls from the start pose, ~0.5 m away, where the tanh terms are flat),
+# reach 1 - tanh(d / reach_scale), reach_fine 1 - tanh(d / reach_fine_scale);
+# align 1 - tanh(d_xy / align_scale): the tool over the cube in the horizontal first (the
+# fingers pass around the cube only from straight above; the 3-D terms alone left the hand
+# hovering 5 cm off to a side);
+# open: finger opening / full opening until the hand is ready to close (with a random
+# gripper the hand came half-closed and pressed on the cube's top; paid only while the hand
+# was far, the bonus made the policy hover just outside that distance);
+# grasp: both fingers pressing on the cube, near the tool; lift: the cube lifted;
+# goal_coarse, goal: lifted x (1 - tanh(e / goal_coarse_scale)), (1 - tanh(e / goal_scale));
+# action_rate |da|^2, joint_vel |qdot|^2 (arm joints).
+# Holding and lifting pay a few times what reaching does, not ten times: with larger weights
+# the grasped starts' returns swamped the batch's advantages and the approach from the
+# default pose was not learned (measured, 2.5M steps: the hand hovered away).
+def _goal(s: State, scale: float) -> torch.Tensor:
+    return s["lifted"] * tanh_kernel(s["goal_error"], scale)
+
+
+REWARDS = {
+    "reach_linear": lambda s, p: s["distance"],
+    "reach": lambda s, p: tanh_kernel(s["distance"], p.reach_scale),
+    "reach_fine": lambda s, p: tanh_kernel(s["distance"], p.reach_fine_scale),
+    "align": lambda s, p: tanh_kernel(s["distance_xy"], p.align_scale),
+    "open": lambda s, p: s["hand_open"],
+    "grasp": lambda s, p: s["grasped"],
+    "lift": lambda s, p: s["lifted"],
+    "goal_coarse": lambda s, p: _goal(s, p.goal_coarse_scale),
+    "goal": lambda s, p: _goal(s, p.goal_scale),
+    "action_rate": action_rate,
+    "joint_vel": joint_vel,
+}
 
 
 class LiftConfig(ArmConfig):
@@ -148,7 +159,10 @@ class LiftConfig(ArmConfig):
     stagger_start: bool = Field(default=False, json_schema_extra=TRAIN_ONLY)
     cube: CubeConfig = CubeConfig()
     estimator: EstimatorConfig = EstimatorConfig()
-    reward: LiftReward = LiftReward()
+    rewards: Weights = {"reach_linear": -2.0, "reach": 1.0, "reach_fine": 1.0, "align": 1.0,
+                        "open": 0.5, "grasp": 2.0, "lift": 2.0, "goal_coarse": 2.0,
+                        "goal": 3.0, "action_rate": -0.01, "joint_vel": -0.001}
+    reward_params: LiftRewardParams = LiftRewardParams()
 
 
 class ArmLift(ArmTask):
@@ -156,6 +170,7 @@ class ArmLift(ArmTask):
     config_class = LiftConfig
     cfg: LiftConfig
     train_defaults = TRAIN_DEFAULTS
+    reward_functions = REWARDS
     sensor_roles = (*ArmTask.sensor_roles, "object_position", "object_orientation",
                     "object_linear_velocity", "object_angular_velocity", "finger_object_left",
                     "finger_object_right")
@@ -224,8 +239,10 @@ class ArmLift(ArmTask):
         s["lift_height"] = self.lift_height
         return s
 
-    def noisy_signals(self) -> dict[str, torch.Tensor]:
-        s = self.noisy_joint_signals()
+    def perturb(self, signals: Signals) -> dict[str, torch.Tensor]:
+        """Encoder noise (ArmTask), then the cube's pose as the estimator gives it: delayed,
+        biased, noisy."""
+        s = super().perturb(signals)
         est, n = self.cfg.estimator, self.num_envs
         old = self.pose_history[self._rows, self.max_delay - self.delay]
         noise = torch.randn(n, 7, generator=self.generator)
@@ -235,19 +252,20 @@ class ArmLift(ArmTask):
         s["lift_height"] = self.lift_height
         return s
 
-    def privileged(self) -> torch.Tensor:
+    def privileged_terms(self) -> dict[str, torch.Tensor]:
         r = self.read()
         force = torch.cat([r["finger_force_left"], r["finger_force_right"],
                            r["finger_object_left"][:, 1:], r["finger_object_right"][:, 1:]], -1)
-        return torch.cat([
-            r["object_linear_velocity"], r["object_angular_velocity"] * 0.1,
-            (force / 10).clamp(max=5.0),
-            ((self.half_size - 0.025) * 100)[:, None],
-            (self.cube_mass * 5)[:, None],
-            self.friction[:, None],
-            self.delay[:, None].float(),
-            self.actuator_privileged(),
-        ], dim=-1)
+        return {
+            "object_linear_velocity": r["object_linear_velocity"],
+            "object_angular_velocity": r["object_angular_velocity"] * 0.1,
+            "finger_forces": (force / 10).clamp(max=5.0),
+            "object_half_size": ((self.half_size - 0.025) * 100)[:, None],
+            "object_mass": (self.cube_mass * 5)[:, None],
+            "object_friction": self.friction[:, None],
+            "estimator_delay": self.delay[:, None].float(),
+            **self.actuator_privileged(),
+        }
 
     # --- dynamics ---------------------------------------------------------------------------
     def apply_actions(self, actions: torch.Tensor) -> None:
@@ -257,8 +275,8 @@ class ArmLift(ArmTask):
         self.pose_history[:, -1, :3] = r["object_position"]
         self.pose_history[:, -1, 3:] = r["object_orientation"]
 
-    def rewards_and_terminations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        r, w, c = self.read(), self.cfg.reward, self.cfg
+    def reward_state(self) -> dict[str, torch.Tensor]:
+        r, p = self.read(), self.cfg.reward_params
         obj = r["object_position"]
         dist = torch.linalg.vector_norm(obj - r["ee_position"], dim=-1)
         # each finger pressing on the cube itself (not the table), the cube near the tool and
@@ -267,36 +285,31 @@ class ArmLift(ArmTask):
         left = torch.linalg.vector_norm(r["finger_object_left"][:, 1:], dim=-1)
         right = torch.linalg.vector_norm(r["finger_object_right"][:, 1:], dim=-1)
         opening = r["finger2_pos"][:, 0]
-        grasped = ((left > w.contact_force) & (right > w.contact_force)
+        grasped = ((left > p.contact_force) & (right > p.contact_force)
                    & (dist < self.half_size + 0.02) & (opening > self.half_size - 0.005))
         height = obj[:, 2] - self.half_size  # above its resting height
-        target = self.lift_height[:, 0]
-        lifted = (height > w.lifted).float()
-        goal_err = (obj[:, 2] - target).abs()
-        action_rate = (self.last_action - self.prev_action).square().sum(-1)
-        joint_vel = r["joint_vel"][:, :7].square().sum(-1)
         rel = r["ee_position"] - obj
         dist_xy = torch.linalg.vector_norm(rel[:, :2], dim=-1)
-        ready = (dist_xy < w.ready_xy) & (rel[:, 2] < w.ready_z)
-        hand_open = ~ready * opening / self.upper[NUM_ARM_JOINTS]
-        reward = (-w.reach_linear * dist + w.reach * (1 - torch.tanh(dist / w.reach_scale))
-                  + w.reach_fine * (1 - torch.tanh(dist / w.reach_fine_scale))
-                  + w.align * (1 - torch.tanh(dist_xy / w.align_scale))
-                  + w.open * hand_open
-                  + w.grasp * grasped.float() + w.lift * lifted
-                  + lifted * (w.goal_coarse * (1 - torch.tanh(goal_err / w.goal_coarse_scale))
-                              + w.goal * (1 - torch.tanh(goal_err / w.goal_scale)))
-                  - w.action_rate * action_rate - w.joint_vel * joint_vel)
-        inside = goal_err < c.success_tolerance
+        ready = (dist_xy < p.ready_xy) & (rel[:, 2] < p.ready_z)
+        return {**self.joint_reward_state(), "distance": dist, "distance_xy": dist_xy,
+                "hand_open": ~ready * opening / self.upper[NUM_ARM_JOINTS],
+                "grasped": grasped.float(), "height": height,
+                "lifted": (height > p.lifted).float(),
+                "goal_error": (obj[:, 2] - self.lift_height[:, 0]).abs(),
+                "object_finite": torch.isfinite(obj).all(-1)}
+
+    def terminations(self, state: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
+                                                                     dict[str, Any]]:
+        goal_err = state["goal_error"]
+        inside = goal_err < self.cfg.success_tolerance
         self.hold_steps = torch.where(inside, self.hold_steps + 1, 0)
-        broken = ~torch.isfinite(obj).all(-1) | ~torch.isfinite(reward)
-        reward = torch.where(broken, torch.zeros_like(reward), reward)
-        self._metrics = {"lift_height": height, "height_error": goal_err,
-                         "grasped": grasped.float()}
-        log = {"/reward/grasped": grasped.float().mean().item(),
-               "/reward/lifted": lifted.mean().item(),
-               "/reward/distance_m": dist.mean().item()}
-        return reward, broken, log
+        broken = ~state["object_finite"]  # (the base env zeroes a non-finite reward)
+        self._metrics = {"lift_height": state["height"], "height_error": goal_err,
+                         "grasped": state["grasped"]}
+        log = {"/reward/grasped": state["grasped"].mean().item(),
+               "/reward/lifted": state["lifted"].mean().item(),
+               "/reward/distance_m": state["distance"].mean().item()}
+        return broken, log
 
     def step_metrics(self) -> dict[str, torch.Tensor]:
         return self._metrics
@@ -347,9 +360,7 @@ class ArmLift(ArmTask):
         # the cube's yaw (about z), folded to the nearest face: +-45 degrees
         cube_yaw = 2 * torch.atan2(pose[pick, 6], pose[pick, 3])
         yaw = torch.remainder(cube_yaw + math.pi / 4, math.pi / 2) - math.pi / 4
-        zero = torch.zeros(n)
-        q_yaw = torch.stack([torch.cos(yaw / 2), zero, zero, torch.sin(yaw / 2)], -1)
-        orientation = quat_mul(q_yaw, torch.tensor(DOWN).expand(n, 4))
+        orientation = quat_mul(yaw_quat(yaw), torch.tensor(DOWN).expand(n, 4))
         q = self.target[rows].clone()
         q[:, :NUM_ARM_JOINTS] = solve_ik(self.kinematics, q, position, orientation,
                                          self.lower, self.upper)

@@ -23,10 +23,14 @@ import mujoco
 import torch
 from pydantic import Field
 
+from simreal.core.config import StrictModel
+from simreal.core.spatial import quat_angle, quat_mul
 from simreal.deploy.contract import CommandRange, ObsTerm, PolicyContract
 from simreal.robots import Robot
-from simreal.sim.sampling import quat_mul
-from simreal.sim.tasks.arm_base import ArmConfig, ArmTask, Range, _Cfg, quat_angle
+from simreal.sim.rewards import State, action_rate, joint_vel, tanh_kernel
+from simreal.sim.sampling import tilt_quat, yaw_quat
+from simreal.sim.tasks.arm_base import ArmConfig, ArmTask, Range
+from simreal.sim.vec_env import Weights
 
 # what `simreal train arm-reach` uses unless told otherwise (measured on 2 cores)
 TRAIN_DEFAULTS: dict[str, Any] = {
@@ -53,7 +57,7 @@ TRAIN_DEFAULTS: dict[str, Any] = {
 DOWN = (0.0, 1.0, 0.0, 0.0)
 
 
-class TargetConfig(_Cfg):
+class TargetConfig(StrictModel):
     x: Range = (0.3, 0.6)  # m, base frame
     y: Range = (-0.3, 0.3)
     z: Range = (0.15, 0.55)
@@ -61,24 +65,33 @@ class TargetConfig(_Cfg):
     tilt: float = Field(default=math.radians(25), ge=0, le=math.pi / 2)  # rad from vertical
 
 
-class ReachReward(_Cfg):
-    """Per step: -pos_linear e - rot_linear theta + pos_fine (1 - tanh(e / pos_scale))
-    + rot_fine (1 - tanh(theta / rot_scale)) + precise (exp(-e / precise_pos_scale)
-    + exp(-theta / precise_rot_scale)) - action_rate |da|^2 - joint_vel |qdot|^2.
-    The precision term (off by default) is steep inside the success tolerance (1 cm, 5 deg),
-    where the tanh terms are nearly flat: SAC's critic otherwise settles a few cm off."""
-
-    pos_linear: float = 2.0
-    pos_fine: float = 1.0
+class ReachRewardParams(StrictModel):
     pos_scale: float = 0.02  # m
-    rot_linear: float = 0.5
-    rot_fine: float = 0.5
     rot_scale: float = 0.05  # rad
-    precise: float = 0.0
     precise_pos_scale: float = 0.005  # m
     precise_rot_scale: float = 0.04  # rad
-    action_rate: float = 0.05
-    joint_vel: float = 0.002
+
+
+# reward terms, e the tool's position error (m), theta its angle error (rad): pos_linear e,
+# rot_linear theta, pos_fine 1 - tanh(e / pos_scale), rot_fine 1 - tanh(theta / rot_scale),
+# precise exp(-e / precise_pos_scale) + exp(-theta / precise_rot_scale), action_rate
+# |da|^2, joint_vel |qdot|^2 (arm joints). The precision term (off by default) is steep
+# inside the success tolerance (1 cm, 5 deg), where the tanh terms are nearly flat: SAC's
+# critic otherwise settles a few cm off.
+def _precise(s: State, p: ReachRewardParams) -> torch.Tensor:
+    return (torch.exp(-s["position_error"] / p.precise_pos_scale)
+            + torch.exp(-s["angle_error"] / p.precise_rot_scale))
+
+
+REWARDS = {
+    "pos_linear": lambda s, p: s["position_error"],
+    "pos_fine": lambda s, p: tanh_kernel(s["position_error"], p.pos_scale),
+    "rot_linear": lambda s, p: s["angle_error"],
+    "rot_fine": lambda s, p: tanh_kernel(s["angle_error"], p.rot_scale),
+    "precise": _precise,
+    "action_rate": action_rate,
+    "joint_vel": joint_vel,
+}
 
 
 class ReachConfig(ArmConfig):
@@ -87,7 +100,10 @@ class ReachConfig(ArmConfig):
     success_position: float = 0.01  # m
     success_angle_deg: float = 5.0
     target: TargetConfig = TargetConfig()
-    reward: ReachReward = ReachReward()
+    rewards: Weights = {"pos_linear": -2.0, "pos_fine": 1.0, "rot_linear": -0.5,
+                        "rot_fine": 0.5, "precise": 0.0, "action_rate": -0.05,
+                        "joint_vel": -0.002}
+    reward_params: ReachRewardParams = ReachRewardParams()
 
 
 class ArmReach(ArmTask):
@@ -95,6 +111,7 @@ class ArmReach(ArmTask):
     config_class = ReachConfig
     cfg: ReachConfig
     train_defaults = TRAIN_DEFAULTS
+    reward_functions = REWARDS
 
     def __init__(self, robot: Robot, cfg: ReachConfig, num_envs: int, seed: int,
                  nthread: int | None = None):
@@ -147,36 +164,27 @@ class ArmReach(ArmTask):
         s["target_orientation"] = self.target_quat
         return s
 
-    def noisy_signals(self) -> dict[str, torch.Tensor]:
-        s = self.noisy_joint_signals()
-        s["target_position"] = self.target_pos
-        s["target_orientation"] = self.target_quat
-        return s
-
-    def privileged(self) -> torch.Tensor:
-        return torch.cat([self.read()["ee_linear_velocity"], self.actuator_privileged()], -1)
+    def privileged_terms(self) -> dict[str, torch.Tensor]:
+        return {"ee_linear_velocity": self.read()["ee_linear_velocity"],
+                **self.actuator_privileged()}
 
     # --- rewards ----------------------------------------------------------------------------
-    def rewards_and_terminations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        s, w, c = self.read(), self.cfg.reward, self.cfg
+    def reward_state(self) -> dict[str, torch.Tensor]:
+        s = self.read()
         err = torch.linalg.vector_norm(s["ee_position"] - self.target_pos, dim=-1)
         angle = quat_angle(s["ee_orientation"], self.target_quat)
-        action_rate = (self.last_action - self.prev_action).square().sum(-1)
-        joint_vel = s["joint_vel"][:, :7].square().sum(-1)
-        reward = (-w.pos_linear * err - w.rot_linear * angle
-                  + w.pos_fine * (1 - torch.tanh(err / w.pos_scale))
-                  + w.rot_fine * (1 - torch.tanh(angle / w.rot_scale))
-                  + w.precise * (torch.exp(-err / w.precise_pos_scale)
-                                 + torch.exp(-angle / w.precise_rot_scale))
-                  - w.action_rate * action_rate - w.joint_vel * joint_vel)
+        return {**self.joint_reward_state(), "position_error": err, "angle_error": angle}
+
+    def terminations(self, state: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
+                                                                     dict[str, Any]]:
+        c, err, angle = self.cfg, state["position_error"], state["angle_error"]
         inside = (err < c.success_position) & (angle < self.success_angle)
         self.hold_steps = torch.where(inside, self.hold_steps + 1, 0)
-        broken = ~torch.isfinite(err)
-        reward = torch.where(broken, torch.zeros_like(reward), reward)
+        broken = ~torch.isfinite(err)  # (the base env zeroes a non-finite reward)
         self._metrics = {"position_error": err, "orientation_error_deg": torch.rad2deg(angle)}
         log = {"/reward/position_error_m": err.mean().item(),
                "/reward/orientation_error_deg": math.degrees(angle.mean().item())}
-        return reward, broken, log
+        return broken, log
 
     def step_metrics(self) -> dict[str, torch.Tensor]:
         return self._metrics
@@ -201,12 +209,7 @@ class ArmReach(ArmTask):
         yaw = (2 * u[:, 3] - 1) * t.yaw
         tilt = u[:, 4] * t.tilt
         axis = (2 * u[:, 5] - 1) * math.pi
-        zero = torch.zeros(n)
-        q_yaw = torch.stack([torch.cos(yaw / 2), zero, zero, torch.sin(yaw / 2)], -1)
-        s = torch.sin(tilt / 2)
-        q_tilt = torch.stack([torch.cos(tilt / 2), s * torch.cos(axis), s * torch.sin(axis),
-                              zero], -1)
-        quat = quat_mul(q_tilt, quat_mul(q_yaw, self._down.expand(n, 4)))
+        quat = quat_mul(tilt_quat(tilt, axis), quat_mul(yaw_quat(yaw), self._down.expand(n, 4)))
         return pos, quat
 
     def reset_envs(self, ids: torch.Tensor) -> dict[str, Any]:

@@ -17,15 +17,16 @@ import math
 from typing import Any
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from simreal.core.config import StrictModel
+from simreal.core.spatial import GRAVITY
 from simreal.deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
 from simreal.robots import Robot
 from simreal.sim import rotors
+from simreal.sim.rewards import State, action_rate, alive, terminated
 from simreal.sim.sampling import in_ball, tilted_quat, uniform
-from simreal.sim.vec_env import TaskConfig, VecEnv
-
-GRAVITY = 9.81
+from simreal.sim.vec_env import NoiseStd, TaskConfig, VecEnv, Weights
 
 # what `simreal train quadrotor-hover` uses unless told otherwise (measured on 2 cores)
 TRAIN_DEFAULTS = {
@@ -46,18 +47,14 @@ TRAIN_DEFAULTS = {
 }
 
 
-class _Cfg(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class InitConfig(_Cfg):
+class InitConfig(StrictModel):
     position_radius: float = 1.0  # m from the target
     speed: float = 1.0  # m/s
     tilt_deg: float = 45.0
     angular_rate: float = 2.0  # rad/s
 
 
-class RandomizationConfig(_Cfg):
+class RandomizationConfig(StrictModel):
     """Per-episode multiplicative scales (low, high) and the disturbance bound."""
 
     mass: tuple[float, float] = (0.9, 1.1)
@@ -67,27 +64,27 @@ class RandomizationConfig(_Cfg):
     disturbance_force: float = 0.03  # N-per-N of weight, uniform in a ball
 
 
-class NoiseConfig(_Cfg):
-    """Standard deviations of the estimator's errors."""
-
-    position: float = 0.005  # m
-    orientation: float = 0.01  # quaternion components, renormalized
-    linear_velocity: float = 0.02  # m/s
-    angular_velocity: float = 0.05  # rad/s
+class HoverRewardParams(StrictModel):
+    position_scale: float = 0.25  # m: the position term is exp(-err / position_scale)
 
 
-class RewardConfig(_Cfg):
-    """Per step: alive + position * exp(-err / position_scale) - penalties; never below 0
-    before a crash, so that ending an episode early never pays."""
+# reward terms: alive (1), position (exp(-err / position_scale)), velocity (m/s),
+# angular_velocity (rad/s), tilt (1 - cos tilt), action_rate (|a - a_prev|^2), crash (1 on a
+# crash). A step's reward is never below 0 before a crash, so that ending an episode early
+# never pays; a crash's step gets the crash term alone (shape_reward).
+def _position(s: State, p: HoverRewardParams) -> torch.Tensor:
+    return torch.exp(-s["position_error"] / p.position_scale)
 
-    alive: float = 0.5
-    position: float = 8.0
-    position_scale: float = 0.25  # m
-    velocity: float = 0.1  # per m/s
-    angular_velocity: float = 0.02  # per rad/s
-    tilt: float = 0.2  # times (1 - cos tilt)
-    action_rate: float = 0.05  # times |a - a_prev|^2
-    crash: float = 10.0  # once, on a crash
+
+REWARDS = {
+    "alive": alive,
+    "position": _position,
+    "velocity": lambda s, p: s["speed"],
+    "angular_velocity": lambda s, p: s["angular_rate"],
+    "tilt": lambda s, p: 1 - s["cos_tilt"],
+    "action_rate": action_rate,
+    "crash": terminated,
+}
 
 
 class HoverConfig(TaskConfig):
@@ -105,8 +102,14 @@ class HoverConfig(TaskConfig):
     success_window_s: float = 1.0
     init: InitConfig = InitConfig()
     randomization: RandomizationConfig = RandomizationConfig()
-    noise: NoiseConfig = NoiseConfig()
-    reward: RewardConfig = RewardConfig()
+    # standard deviations of the estimator's errors: m, quaternion components (renormalized),
+    # m/s, rad/s
+    noise: NoiseStd = {"position": 0.005, "orientation": 0.01,
+                               "linear_velocity": 0.02, "angular_velocity": 0.05}
+    rewards: Weights = {"alive": 0.5, "position": 8.0, "velocity": -0.1,
+                                 "angular_velocity": -0.02, "tilt": -0.2,
+                                 "action_rate": -0.05, "crash": -10.0}
+    reward_params: HoverRewardParams = HoverRewardParams()
 
 
 class QuadrotorHover(VecEnv):
@@ -115,6 +118,7 @@ class QuadrotorHover(VecEnv):
     config_class = HoverConfig
     cfg: HoverConfig
     train_defaults = TRAIN_DEFAULTS
+    reward_functions = REWARDS
 
     def __init__(self, robot: Robot, cfg: HoverConfig, num_envs: int, seed: int,
                  nthread: int | None = None, backend: str = "mujoco",
@@ -143,11 +147,6 @@ class QuadrotorHover(VecEnv):
         self.tau_scale = torch.ones(n)
         self.disturbance = torch.zeros(n, 3)  # N, world frame
         self.hold_steps = torch.zeros(n, dtype=torch.long)  # consecutive steps inside the goal
-        nz = cfg.noise
-        self._noise_slices = {"position": slice(0, 3), "orientation": slice(3, 7),
-                              "linear_velocity": slice(7, 10), "angular_velocity": slice(10, 13)}
-        self._noise_std = torch.tensor([nz.position] * 3 + [nz.orientation] * 4 +
-                                       [nz.linear_velocity] * 3 + [nz.angular_velocity] * 3)
         self.window = round(cfg.success_window_s / self.dt)
         self.success = torch.zeros(n, dtype=torch.bool)  # set when an episode ends
 
@@ -193,24 +192,16 @@ class QuadrotorHover(VecEnv):
         s["last_action"] = self.last_action
         return s
 
-    def noisy_signals(self) -> dict[str, torch.Tensor]:
-        s = self.signals()
-        noise = torch.randn(self.num_envs, 13, generator=self.generator) * self._noise_std
-        for role, sl in self._noise_slices.items():
-            s[role] = s[role] + noise[:, sl]
-        s["orientation"] = torch.nn.functional.normalize(s["orientation"], dim=-1)
-        return s
-
-    def privileged(self) -> torch.Tensor:
+    def privileged_terms(self) -> dict[str, torch.Tensor]:
         weight = self.nominal_mass * GRAVITY
-        return torch.cat([
-            self.rotor_speed,
-            self.mass_scale[:, None] - 1,
-            self.inertia_scale - 1,
-            self.thrust_scale[:, None] - 1,
-            self.tau_scale[:, None] - 1,
-            self.disturbance / weight,
-        ], dim=-1)
+        return {
+            "rotor_speed": self.rotor_speed,
+            "mass_scale": self.mass_scale[:, None] - 1,
+            "inertia_scale": self.inertia_scale - 1,
+            "thrust_scale": self.thrust_scale[:, None] - 1,
+            "motor_time_constant_scale": self.tau_scale[:, None] - 1,
+            "disturbance_force": self.disturbance / weight,  # per N of weight
+        }
 
     # --- dynamics --------------------------------------------------------------------------
     def apply_actions(self, actions: torch.Tensor) -> None:
@@ -226,26 +217,32 @@ class QuadrotorHover(VecEnv):
         self.backend.step(self.decimation)
         self._sensors = None
 
-    def rewards_and_terminations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
+    def reward_state(self) -> dict[str, torch.Tensor]:
         s = self.signals()
-        w = self.cfg.reward
         err = torch.linalg.vector_norm(s["position"] - s["target_position"], dim=-1)
         speed = torch.linalg.vector_norm(s["linear_velocity"], dim=-1)
         rate = torch.linalg.vector_norm(s["angular_velocity"], dim=-1)
         q = s["orientation"]
         cos_tilt = 1 - 2 * (q[:, 1] ** 2 + q[:, 2] ** 2)  # body z . world z
-        action_rate = (self.last_action - self.prev_action).square().sum(-1)
         crashed = ((err > self.cfg.crash_distance) | (cos_tilt < 0) | ~torch.isfinite(err)
                    | (rate > self.cfg.crash_angular_rate))
-        penalty = (w.velocity * speed + w.angular_velocity * rate + w.tilt * (1 - cos_tilt)
-                   + w.action_rate * action_rate)
-        reward = (w.alive + w.position * torch.exp(-err / w.position_scale) - penalty).clamp(min=0)
-        reward = torch.where(crashed, torch.full_like(reward, -w.crash), reward)
+        return {"position_error": err, "speed": speed, "angular_rate": rate,
+                "cos_tilt": cos_tilt, "terminated": crashed, "action": self.last_action,
+                "prev_action": self.prev_action}
+
+    def shape_reward(self, reward: torch.Tensor, terms: dict[str, torch.Tensor],
+                     state: dict[str, torch.Tensor]) -> torch.Tensor:
+        # (the crash term is -0 except on a crash, where it replaces the step's reward)
+        return torch.where(state["terminated"], terms.get("crash", 0.0), reward.clamp(min=0))
+
+    def terminations(self, state: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
+                                                                     dict[str, Any]]:
+        err, speed = state["position_error"], state["speed"]
         inside = (err < self.cfg.success_position) & (speed < self.cfg.success_speed)
         self.hold_steps = torch.where(inside, self.hold_steps + 1, 0)
         self.position_error = err
         log = {"/reward/position_error_m": err.mean()}  # a tensor: no host sync per step
-        return reward, crashed, log
+        return state["terminated"], log
 
     def step_metrics(self) -> dict[str, torch.Tensor]:
         """Per-env values of this control step, which evaluation summarizes."""

@@ -1,4 +1,9 @@
-"""go2-flat: velocity tracking for the Unitree Go2 on flat ground (go2-rough builds on it).
+"""Legged velocity tracking on flat ground (go2-flat; legged_rough.py adds terrain), one task
+for every legged robot: feet, joints, default pose, gains and contact sensors come from the
+robot's description (robot.yaml), so another quadruped (any number of feet and joints per
+leg) needs its robot folder and a registry entry that binds this class to it
+(sim/registry.py), no task code. The config's defaults were tuned on the Go2; heights
+(`init.height`, `reward_params.base_height_target`) are the ones a different robot sets.
 
 The policy commands joint position targets (default pose + action_scale * a) that the motor
 drivers' PD loop tracks at the physics rate inside MuJoCo (sim/actuators.py). It follows a
@@ -26,21 +31,20 @@ float32 copy of sensordata, views into it, and no host syncs but the resample/re
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import mujoco
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from simreal.core.spatial import quat_to_matrix
+from simreal.core.config import StrictModel
+from simreal.core.spatial import GRAVITY, quat_to_matrix, wrap_angle, yaw_of
 from simreal.deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
 from simreal.robots import Robot
 from simreal.sim.actuators import PDActuators
-from simreal.sim.vec_env import TaskConfig, VecEnv
-
-GRAVITY = 9.81
+from simreal.sim.rewards import State, action_rate
+from simreal.sim.threads import single_torch_thread
+from simreal.sim.vec_env import NoiseStd, TaskConfig, VecEnv, Weights
 
 # what `simreal train go2-flat` uses unless told otherwise. Measured on 2 cores
 # (bench/train_go2.py, seed 0): PPO walks (lin_vel_error 0.145 m/s, 1% falls over 100 20 s
@@ -60,11 +64,7 @@ TRAIN_DEFAULTS = {
 Range = tuple[float, float]
 
 
-class _Cfg(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CommandConfig(_Cfg):
+class CommandConfig(StrictModel):
     lin_vel_x: Range = (-1.0, 1.0)  # m/s, base frame
     lin_vel_y: Range = (-1.0, 1.0)
     heading: Range = (-math.pi, math.pi)  # rad, world yaw to turn to
@@ -74,13 +74,13 @@ class CommandConfig(_Cfg):
     zero_below: float = 0.2  # m/s: smaller horizontal commands become 0 (standing still)
 
 
-class InitConfig(_Cfg):
+class InitConfig(StrictModel):
     height: float = 0.35  # m above the ground under the spawn point
     joint_noise: float = 0.1  # rad, uniform around the default pose
     base_speed: float = 0.3  # m/s and rad/s, uniform per component
 
 
-class RandomizationConfig(_Cfg):
+class RandomizationConfig(StrictModel):
     enabled: bool = True
     friction: Range = (0.4, 1.25)
     restitution: Range = (0.0, 0.3)  # as a contact damping ratio (see _damping_ratio)
@@ -95,38 +95,48 @@ class RandomizationConfig(_Cfg):
     push_velocity: float = 0.5  # m/s, uniform per horizontal axis
 
 
-class NoiseConfig(_Cfg):
-    """Standard deviations of the sensor noise the actor sees."""
-
-    angular_velocity: float = 0.1  # rad/s
-    orientation: float = 0.02  # quaternion components, renormalized
-    joint_pos: float = 0.01  # rad
-    joint_vel: float = 0.75  # rad/s
-
-
-class RewardConfig(_Cfg):
-    """Weights per second (each term is multiplied by the control period)."""
-
-    tracking_lin_vel: float = 1.5
-    tracking_ang_vel: float = 0.75
+class LeggedRewardParams(StrictModel):
     tracking_sigma: float = 0.25  # (m/s)^2 and (rad/s)^2 of exp(-err^2 / sigma)
-    lin_vel_z: float = -2.0
-    ang_vel_xy: float = -0.05
-    orientation: float = -1.0
-    base_height: float = -10.0
     base_height_target: float = 0.30  # m above the terrain
-    torques: float = -2e-4
-    joint_acc: float = -2.5e-7
-    action_rate: float = -0.01
-    feet_air_time: float = 0.25
     air_time_target: float = 0.5  # s
-    collision: float = -1.0
-    joint_limits: float = -10.0
     soft_limit: float = 0.9  # fraction of the joint range that is free
     only_positive: bool = True  # clip each step's sum at zero
 
 
-class Go2Config(TaskConfig):
+# Reward terms (legged_gym's): tracking_lin_vel, tracking_ang_vel: exp(-err^2 / sigma) of the
+# horizontal velocity and yaw rate; lin_vel_z (m/s)^2; ang_vel_xy: roll and pitch rates
+# squared; orientation: the horizontal part of gravity in the body frame, squared;
+# base_height: (height above the terrain - target)^2; torques, joint_acc: squared sums;
+# action_rate; feet_air_time: each touchdown's air time less its target, while a motion is
+# commanded; collision: unwanted contacts (count); joint_limits: rad past the soft range.
+def _joint_limits(s: State, p: LeggedRewardParams) -> torch.Tensor:
+    lo, hi, q = s["joint_lower"], s["joint_upper"], s["joint_pos"]
+    mid, half = (lo + hi) / 2, (hi - lo) / 2 * p.soft_limit
+    return ((mid - half - q).clamp(min=0) + (q - (mid + half)).clamp(min=0)).sum(-1)
+
+
+def _feet_air_time(s: State, p: LeggedRewardParams) -> torch.Tensor:
+    return ((s["air_time"] - p.air_time_target) * s["first_contact"]).sum(-1) * s["moving"]
+
+
+REWARDS = {
+    "tracking_lin_vel": lambda s, p: torch.exp(-s["lin_vel_error_sq"] / p.tracking_sigma),
+    "tracking_ang_vel": lambda s, p: torch.exp(-s["yaw_rate_error"].square()
+                                               / p.tracking_sigma),
+    "lin_vel_z": lambda s, p: s["base_lin_vel"][:, 2].square(),
+    "ang_vel_xy": lambda s, p: s["angular_velocity"][:, :2].square().sum(-1),
+    "orientation": lambda s, p: s["projected_gravity"][:, :2].square().sum(-1),
+    "base_height": lambda s, p: (s["base_height"] - p.base_height_target).square(),
+    "torques": lambda s, p: s["joint_effort"].square().sum(-1),
+    "joint_acc": lambda s, p: s["joint_acc"].square().sum(-1),
+    "action_rate": action_rate,
+    "feet_air_time": _feet_air_time,
+    "collision": lambda s, p: s["unwanted_contacts"],
+    "joint_limits": _joint_limits,
+}
+
+
+class LeggedConfig(TaskConfig):
     episode_s: float = 20.0
     tilt_limit_deg: float = 60.0
     contact_threshold: float = 1.0  # N: a touch sensor above it is a contact
@@ -135,46 +145,16 @@ class Go2Config(TaskConfig):
     commands: CommandConfig = CommandConfig()
     init: InitConfig = InitConfig()
     randomization: RandomizationConfig = RandomizationConfig()
-    noise: NoiseConfig = NoiseConfig()
-    reward: RewardConfig = RewardConfig()
+    # sensor noise the actor sees: rad/s, quaternion components (renormalized), rad, rad/s
+    noise: NoiseStd = {"angular_velocity": 0.1, "orientation": 0.02, "joint_pos": 0.01,
+                       "joint_vel": 0.75}
+    # per second of simulated time (each term is multiplied by the control period)
+    rewards: Weights = {"tracking_lin_vel": 1.5, "tracking_ang_vel": 0.75, "lin_vel_z": -2.0,
+                        "ang_vel_xy": -0.05, "orientation": -1.0, "base_height": -10.0,
+                        "torques": -2e-4, "joint_acc": -2.5e-7, "action_rate": -0.01,
+                        "feet_air_time": 0.25, "collision": -1.0, "joint_limits": -10.0}
+    reward_params: LeggedRewardParams = LeggedRewardParams()
     foot_scan: float = Field(0.1, gt=0)  # m: heights at +-this around each foot (critic)
-
-
-REWARD_TERMS = ("tracking_lin_vel", "tracking_ang_vel", "lin_vel_z", "ang_vel_xy",
-                "orientation", "base_height", "torques", "joint_acc", "action_rate",
-                "feet_air_time", "collision", "joint_limits")
-
-
-@contextmanager
-def single_torch_thread() -> Iterator[None]:
-    """Torch work of an env step runs on one thread: its ops are small (N x 12 and the like),
-    where a parallel region costs more than it saves, and on a shared machine each one can
-    wait a scheduler tick for its second thread (measured: a (1024, 16) @ (16, 9) matmul at
-    32 us on one thread, 52 us on two, and ~10 ms in the step while other jobs ran)."""
-    before = torch.get_num_threads()
-    if before != 1:
-        torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        if before != 1:
-            torch.set_num_threads(before)
-
-
-def quat_rotate_inverse(q: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """World vectors (N, 3) in the body frame of unit quaternions (N, 4), w first."""
-    w, u = q[:, :1], q[:, 1:]
-    t = 2.0 * torch.linalg.cross(u, v)
-    return v - w * t + torch.linalg.cross(u, t)
-
-
-def yaw_of(q: torch.Tensor) -> torch.Tensor:
-    w, x, y, z = q.unbind(-1)
-    return torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-
-
-def wrap_angle(a: torch.Tensor) -> torch.Tensor:
-    return torch.remainder(a + math.pi, 2 * math.pi) - math.pi
 
 
 def _damping_ratio(restitution: torch.Tensor) -> torch.Tensor:
@@ -183,21 +163,26 @@ def _damping_ratio(restitution: torch.Tensor) -> torch.Tensor:
     return (-log_e / torch.sqrt(math.pi ** 2 + log_e ** 2)).clamp(max=1.0)
 
 
-class Go2Locomotion(VecEnv):
-    name = "go2-flat"
-    robot_name = "go2"
-    config_class = Go2Config
-    cfg: Go2Config
+class LeggedVelocity(VecEnv):
+    """Bound to a robot and a task name by the registry (`...:LeggedVelocity@go2`)."""
+
+    name = "legged-flat"
+    robot_name = "go2"  # the robot its defaults were tuned on
+    config_class = LeggedConfig
+    cfg: LeggedConfig
     train_defaults = TRAIN_DEFAULTS
+    reward_functions = REWARDS
+    rewards_per_second = True
     ground_geom = "floor"
 
-    def __init__(self, robot: Robot, cfg: Go2Config, num_envs: int, seed: int,
+    def __init__(self, robot: Robot, cfg: LeggedConfig, num_envs: int, seed: int,
                  nthread: int | None = None, backend: str = "mujoco",
                  device: str | torch.device = "cpu"):
         spec = robot.spec
-        if spec.kind != "legged" or len(spec.feet) != 4:
-            raise ValueError(f"{self.name} needs a four-legged robot, {robot.name} is "
-                             f"{spec.kind} with {len(spec.feet)} feet")
+        if spec.kind != "legged" or not spec.feet or not spec.joints:
+            raise ValueError(f"{self.name} needs a legged robot with feet and joints, "
+                             f"{robot.name} is {spec.kind} with {len(spec.feet)} feet")
+        self.num_feet = len(spec.feet)
         self.default_pos = torch.tensor([j.default for j in spec.joints])
         self.action_scale = float(spec.action_scale)
         super().__init__(robot, cfg, num_envs, seed, backend=backend, device=device)
@@ -210,21 +195,16 @@ class Go2Locomotion(VecEnv):
         self.commands = torch.zeros(n, 3)  # vx, vy, yaw rate: what the policy is told
         self.heading = torch.zeros(n)
         self.last_joint_vel = torch.zeros(n, nj)
-        self.air_time = torch.zeros(n, 4)
-        self.last_contact = torch.zeros(n, 4, dtype=torch.bool)
+        self.air_time = torch.zeros(n, self.num_feet)
+        self.last_contact = torch.zeros(n, self.num_feet, dtype=torch.bool)
         self.origin = torch.zeros(n, 3)  # spawn point of the episode (ground level)
         self.prev_xy = torch.zeros(n, 2)
         self.since_command = torch.zeros(n, dtype=torch.long)  # steps since a command change
         self.track_err_sum = torch.zeros(n)
         self.track_err_count = torch.zeros(n)
         self.commanded_distance = torch.zeros(n)  # m the commands asked for this episode
-        self.episode_terms = torch.zeros(n, len(REWARD_TERMS))
-        c = cfg.reward
-        self._weights = torch.tensor([getattr(c, k) for k in REWARD_TERMS]) * self.dt
-        lo = torch.tensor([float(x) for x in b.model.jnt_range[self._joint_ids, 0]])
-        hi = torch.tensor([float(x) for x in b.model.jnt_range[self._joint_ids, 1]])
-        mid, half = (lo + hi) / 2, (hi - lo) / 2 * c.soft_limit
-        self.soft_lower, self.soft_upper = mid - half, mid + half
+        self.joint_lower = torch.tensor([float(x) for x in b.model.jnt_range[self._joint_ids, 0]])
+        self.joint_upper = torch.tensor([float(x) for x in b.model.jnt_range[self._joint_ids, 1]])
         self.resample_steps = max(1, round(cfg.commands.resample_s / self.dt))
         self.settle_steps = round(cfg.settle_s / self.dt)
         self.push_steps = max(1, round(cfg.randomization.push_interval_s / self.dt))
@@ -356,7 +336,7 @@ class Go2Locomotion(VecEnv):
             data = self.backend.sensordata.to(torch.float32)
             s = {k: data[:, c] for k, c in self._cols.items()}
             s["joint_pos"] = s["joint_pos"] + self.joint_offset  # what the encoders read
-            s["foot_pos"] = s["foot_pos"].reshape(-1, 4, 3)
+            s["foot_pos"] = s["foot_pos"].reshape(-1, self.num_feet, 3)
             rot = quat_to_matrix(s["orientation"])
             s["rot"] = rot
             # R^T v as a (1 x 3)(3 x 3) product per env; R^T (0, 0, -1) is minus R's last row
@@ -379,30 +359,18 @@ class Go2Locomotion(VecEnv):
             "last_action": self.last_action,
         }
 
-    def noisy_signals(self) -> dict[str, torch.Tensor]:
-        s = self.signals()
-        nz, g, n, nj = self.cfg.noise, self.generator, self.num_envs, self.num_actions
-        noise = torch.randn(n, 7 + 2 * nj, generator=g)
-        s["angular_velocity"] = s["angular_velocity"] + nz.angular_velocity * noise[:, 0:3]
-        s["orientation"] = torch.nn.functional.normalize(
-            s["orientation"] + nz.orientation * noise[:, 3:7], dim=-1)
-        s["joint_pos"] = s["joint_pos"] + nz.joint_pos * noise[:, 7:7 + nj]
-        s["joint_vel"] = s["joint_vel"] + nz.joint_vel * noise[:, 7 + nj:]
-        return s
-
-    def privileged(self) -> torch.Tensor:
+    def privileged_terms(self) -> dict[str, torch.Tensor]:
         s = self._read()
-        feet = s["foot_pos"]  # (N, 4, 3)
-        points = feet[:, :, None, :2] + self._scan  # (N, 4, 5, 2)
+        feet = s["foot_pos"]  # (N, feet, 3)
+        points = feet[:, :, None, :2] + self._scan  # (N, feet, 5, 2)
         heights = feet[:, :, None, 2] - self.terrain_height(points)  # foot above each point
-        base_height = self._base_height(s)
-        return torch.cat([
-            s["lin_vel_body"],
-            s["foot_force"] * (1.0 / (self.nominal_mass * GRAVITY)),
-            self._episode_params,
-            heights.reshape(self.num_envs, -1),
-            base_height[:, None],
-        ], dim=-1)
+        return {
+            "base_lin_vel": s["lin_vel_body"],
+            "foot_contact_force": s["foot_force"] * (1.0 / (self.nominal_mass * GRAVITY)),
+            "randomized_parameters": self._episode_params,
+            "foot_height_scan": heights.reshape(self.num_envs, -1),
+            "base_height": self._base_height(s)[:, None],
+        }
 
     def _base_height(self, s: dict[str, torch.Tensor]) -> torch.Tensor:
         """The trunk's height above the terrain under it (one lookup per physics update)."""
@@ -439,75 +407,64 @@ class Go2Locomotion(VecEnv):
         b.step(self.decimation)
         self._sensors = None
 
-    def rewards_and_terminations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
-        s, c, w = self._read(), self.cfg, self.cfg.reward
-        v = s["lin_vel_body"]
-        omega = s["angular_velocity"]
-        gravity = s["gravity"]
-        pos = s["position"]
+    def reward_state(self) -> dict[str, torch.Tensor]:
+        s, c = self._read(), self.cfg
         rot = s["rot"]
         self._set_yaw_rate_commands(torch.atan2(rot[:, 1, 0], rot[:, 0, 0]))
-        cmd = self.commands
-
-        lin_err_sq = (cmd[:, :2] - v[:, :2]).square().sum(-1)
-        yaw_err = cmd[:, 2] - omega[:, 2]
+        cmd, v, omega = self.commands, s["lin_vel_body"], s["angular_velocity"]
         joint_vel = s["joint_vel"]
         joint_acc = (joint_vel - self.last_joint_vel) / self.dt
         self.last_joint_vel.copy_(joint_vel)
-        torque = s["joint_effort"]
-        height = self._base_height(s)
 
         contact = s["foot_force"] > c.contact_threshold
         contact_filt = contact | self.last_contact
         self.last_contact = contact
         first_contact = (self.air_time > 0) & contact_filt
-        self.air_time += self.dt
+        air_time = self.air_time + self.dt
+        self.air_time = air_time * ~contact_filt
         cmd_speed = torch.linalg.vector_norm(cmd[:, :2], dim=-1)
         self.commanded_distance += cmd_speed * self.dt
-        moving = cmd_speed > 0.1
-        air = ((self.air_time - w.air_time_target) * first_contact).sum(-1) * moving
-        self.air_time *= ~contact_filt
+        return {
+            "lin_vel_error_sq": (cmd[:, :2] - v[:, :2]).square().sum(-1),
+            "yaw_rate_error": cmd[:, 2] - omega[:, 2],
+            "base_lin_vel": v, "angular_velocity": omega, "projected_gravity": s["gravity"],
+            "base_height": self._base_height(s), "joint_effort": s["joint_effort"],
+            "joint_acc": joint_acc, "action": self.last_action, "prev_action": self.prev_action,
+            "air_time": air_time, "first_contact": first_contact, "moving": cmd_speed > 0.1,
+            "unwanted_contacts": (s["penalize_contact"] > c.contact_threshold).sum(-1).float(),
+            # true joint angles (the encoders read the offset ones) for the limit penalty
+            "joint_pos": s["joint_pos"] - self.joint_offset,
+            "joint_lower": self.joint_lower, "joint_upper": self.joint_upper,
+        }
 
-        jp = s["joint_pos"] - self.joint_offset  # true joint angles for the limit penalty
-        limits = ((self.soft_lower - jp).clamp(min=0) + (jp - self.soft_upper).clamp(min=0))
-        terms = torch.stack([
-            torch.exp(-lin_err_sq / w.tracking_sigma),
-            torch.exp(-yaw_err.square() / w.tracking_sigma),
-            v[:, 2].square(),
-            omega[:, :2].square().sum(-1),
-            gravity[:, :2].square().sum(-1),
-            (height - w.base_height_target).square(),
-            torque.square().sum(-1),
-            joint_acc.square().sum(-1),
-            (self.last_action - self.prev_action).square().sum(-1),
-            air,
-            (s["penalize_contact"] > c.contact_threshold).sum(-1).float(),
-            limits.sum(-1),
-        ], dim=-1) * self._weights
-        self.episode_terms += terms
-        reward = terms.sum(-1)
-        if w.only_positive:
-            reward = reward.clamp(min=0.0)
+    def shape_reward(self, reward: torch.Tensor, terms: dict[str, torch.Tensor],
+                     state: dict[str, torch.Tensor]) -> torch.Tensor:
+        return reward.clamp(min=0.0) if self.cfg.reward_params.only_positive else reward
 
+    def terminations(self, state: dict[str, torch.Tensor]) -> tuple[torch.Tensor,
+                                                                     dict[str, Any]]:
+        s, c = self._read(), self.cfg
+        pos = s["position"]
         terminated = ((s["terminate_contact"] > c.contact_threshold).any(-1)
-                      | (gravity[:, 2] > -self.cos_tilt_limit) | ~torch.isfinite(pos[:, 2]))
+                      | (s["gravity"][:, 2] > -self.cos_tilt_limit) | ~torch.isfinite(pos[:, 2]))
 
         # evaluation metrics of this step (evaluate.py reads them before the next step)
-        lin_err = lin_err_sq.sqrt()
+        lin_err = state["lin_vel_error_sq"].sqrt()
         settled = self.since_command >= self.settle_steps
         self.since_command += 1
         self.track_err_sum += lin_err * settled
         self.track_err_count += settled
         xy = pos[:, :2]
         # what step_metrics() turns into this step's metrics, only when asked (evaluation)
-        self._metric_inputs = (lin_err, yaw_err, settled, terminated, xy, self.prev_xy, torque)
+        self._metric_inputs = (lin_err, state["yaw_rate_error"], settled, terminated, xy,
+                               self.prev_xy, state["joint_effort"])
         self._metrics = None
         self.prev_xy = xy.clone()
 
         due = (self.episode_length_buf % self.resample_steps) == 0
-        if due.any():
+        if due.any():  # after the rewards, which read this step's commands
             self._resample_commands(due.nonzero().flatten())
-        return reward, terminated, {}
+        return terminated, {}
 
     def _update_heading_commands(self, q: torch.Tensor) -> None:
         self._set_yaw_rate_commands(yaw_of(q))
@@ -597,7 +554,6 @@ class Go2Locomotion(VecEnv):
         self.track_err_sum[ids] = 0.0
         self.track_err_count[ids] = 0.0
         self.commanded_distance[ids] = 0.0
-        self.episode_terms[ids] = 0.0
         self._resample_commands(ids)
         self.commands[ids, 2] = 0.0
         return stats
@@ -620,9 +576,6 @@ class Go2Locomotion(VecEnv):
         tracked = ended & (self.track_err_count[ids] > 0)
         if tracked.any():
             stats["/episode/lin_vel_error"] = err[tracked].mean()
-        per_s = (self.episode_terms[ids][ended] / self.cfg.episode_s).mean(0)
-        for name, value in zip(REWARD_TERMS, per_s, strict=True):
-            stats[f"/reward/{name}"] = value
         self.end_episodes(ids[ended], stats)
         return stats
 
@@ -657,7 +610,3 @@ class Go2Locomotion(VecEnv):
         # the added mass would weigh but not resist acceleration (sim/backend.py)
         self.backend.set_const(ids)
         self._update_episode_params(ids)
-
-
-class Go2Flat(Go2Locomotion):
-    name = "go2-flat"

@@ -1,4 +1,5 @@
-"""go2-rough: go2-flat's velocity tracking on heightfield terrain with a terrain curriculum.
+"""Legged velocity tracking (legged.py) on heightfield terrain with a terrain curriculum
+(go2-rough).
 
 The ground is sim/terrain.py's grid of tiles (rows: difficulty levels; columns: flat, slopes
 up and down, rough, stairs up and down, obstacles) as one MuJoCo hfield replacing the MJCF's
@@ -18,8 +19,8 @@ import torch
 from pydantic import Field
 
 from simreal.robots import Robot
-from simreal.sim.tasks.go2_locomotion import TRAIN_DEFAULTS as FLAT_DEFAULTS
-from simreal.sim.tasks.go2_locomotion import Go2Config, Go2Locomotion
+from simreal.sim.tasks.legged import TRAIN_DEFAULTS as FLAT_DEFAULTS
+from simreal.sim.tasks.legged import LeggedConfig, LeggedVelocity
 from simreal.sim.terrain import (
     HeightMap,
     Terrain,
@@ -29,27 +30,27 @@ from simreal.sim.terrain import (
     generate_terrain,
 )
 
-# go2-flat's settings, longer: the same networks, so a go2-flat policy's weights fit
+# the flat task's settings, longer: the same networks, so a flat policy's weights fit
 TRAIN_DEFAULTS = {
     "algo": "ppo",
     "ppo": {**FLAT_DEFAULTS["ppo"], "steps": 30_000_000},
 }
 
 
-class Go2RoughConfig(Go2Config):
+class LeggedRoughConfig(LeggedConfig):
     terrain: TerrainConfig = TerrainConfig()
     terrain_seed: int = 0  # the terrain is part of the task: one seed, every run
     spawn_spread: float = Field(0.5, ge=0)  # m, uniform around the tile's centre
 
 
-class Go2Rough(Go2Locomotion):
-    name = "go2-rough"
-    config_class = Go2RoughConfig
-    cfg: Go2RoughConfig
+class LeggedRough(LeggedVelocity):
+    name = "legged-rough"
+    config_class = LeggedRoughConfig
+    cfg: LeggedRoughConfig
     train_defaults = TRAIN_DEFAULTS
     ground_geom = "terrain"
 
-    def __init__(self, robot: Robot, cfg: Go2RoughConfig, num_envs: int, seed: int,
+    def __init__(self, robot: Robot, cfg: LeggedRoughConfig, num_envs: int, seed: int,
                  nthread: int | None = None, backend: str = "mujoco",
                  device: str | torch.device = "cpu"):
         self.terrain: Terrain = generate_terrain(cfg.terrain, cfg.terrain_seed)

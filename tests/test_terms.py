@@ -116,3 +116,39 @@ def test_integral_term_is_the_same_on_numpy_and_torch():
         x = a.build(sig)
         y = b.build({k: torch.from_numpy(v) for k, v in sig.items()}).numpy()
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-12)
+
+
+def test_shared_quaternion_helpers_agree_on_numpy_and_torch():
+    import math
+
+    from simreal.core.spatial import (
+        quat_angle,
+        quat_conjugate,
+        quat_mul,
+        quat_rotate,
+        quat_rotate_inverse,
+        wrap_angle,
+        yaw_of,
+    )
+
+    a, b = _random_quats(16, seed=1), _random_quats(16, seed=2)
+    v = np.random.default_rng(3).normal(size=(16, 3))
+    ta, tb, tv = (torch.from_numpy(x) for x in (a, b, v))
+    for fn, args in ((quat_angle, (a, b)), (yaw_of, (a,)), (quat_mul, (a, b)),
+                     (quat_rotate, (a, v)), (quat_rotate_inverse, (a, v))):
+        np.testing.assert_allclose(
+            fn(*(torch.from_numpy(x) for x in args)).numpy(), fn(*args), atol=1e-12)
+    # the angle of the relative rotation; q and -q are one rotation
+    rel = quat_mul(tb, quat_conjugate(ta))
+    np.testing.assert_allclose(quat_angle(ta, tb).numpy(),
+                               2 * np.arccos(np.clip(np.abs(rel[:, 0].numpy()), 0, 1)),
+                               atol=1e-6)
+    np.testing.assert_allclose(quat_angle(a, -a), 0.0, atol=1e-6)
+    # a yaw of psi about z reads back as psi; rotate_inverse undoes rotate
+    psi = np.linspace(-3.0, 3.0, 7)
+    q_yaw = np.stack([np.cos(psi / 2), 0 * psi, 0 * psi, np.sin(psi / 2)], -1)
+    np.testing.assert_allclose(yaw_of(q_yaw), psi, atol=1e-12)
+    np.testing.assert_allclose(quat_rotate_inverse(ta, quat_rotate(ta, tv)).numpy(), v,
+                               atol=1e-12)
+    np.testing.assert_allclose(wrap_angle(np.array([math.pi + 0.1, -math.pi - 0.1, 0.5])),
+                               [-math.pi + 0.1, math.pi - 0.1, 0.5], atol=1e-12)

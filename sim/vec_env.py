@@ -58,6 +58,14 @@ class TaskConfig(StrictModel):
     rewards: Weights = {}
     noise: NoiseStd = {}
 
+    @field_validator("episode_s")
+    @classmethod
+    def _positive_duration(cls, value: float) -> float:
+        # inherited by every task's own episode_s (a subclass's default does not drop it)
+        if value <= 0:
+            raise ValueError("an episode lasts a positive number of seconds")
+        return value
+
     @field_validator("rewards", "noise", mode="before")
     @classmethod
     def _onto_defaults(cls, value: Any, info: ValidationInfo) -> Any:

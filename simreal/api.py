@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -10,10 +11,20 @@ from typing import Any
 import yaml
 
 from simreal.core.config import read_yaml_mapping, validate_model
+from simreal.core.jsonout import json_text
 from simreal.deploy.contract import ContractError
 from simreal.robots.registry import get_robot
 from simreal.sim.registry import get_task
-from simreal.train.checkpoint import CheckpointError, latest_in, load, write_text_atomic
+from simreal.train.checkpoint import CheckpointError, load, newest_intact, write_text_atomic
+from simreal.train.run_dir import (
+    WRITE_ERRNOS,
+    Interrupted,
+    RunDirError,
+    RunLock,
+    StopOnSignal,
+    check_writable,
+    os_error,
+)
 
 
 def make_env(task: str, num_envs: int = 1024, seed: int = 0,
@@ -39,7 +50,7 @@ def _default_run_dir(task: str, algo: str, seed: int) -> Path:
     return Path("runs") / f"{task}_{algo}_s{seed}_{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def train(task: str, algo: str | None = None, envs: int | None = None,
+def train(task: str | None = None, algo: str | None = None, envs: int | None = None,
           steps: int | None = None, seed: int = 0, out: str | Path | None = None,
           resume: str | Path | None = None, eval_episodes: int = 1000, progress: bool = True,
           callback=None, task_config: dict[str, Any] | None = None,
@@ -64,6 +75,13 @@ def train(task: str, algo: str | None = None, envs: int | None = None,
     robot, written to RUN_DIR/robot (its description hash is the policy contract's, so deploy
     the policy with `--robot RUN_DIR/robot`), with the task's randomization ranges set from the
     fit (calibration/apply.py); `task_config` still overrides those.
+
+    `resume` continues RUN_DIR with its own task and settings (`task` may be omitted; given, it
+    must match) from its newest intact checkpoint; `steps` is then the run's new total, which
+    must exceed what the run has already trained. The run directory is locked while training
+    (a second writer is refused); SIGINT/SIGTERM stop after the current iteration with a
+    checkpoint written (`Interrupted`); a run directory that cannot be written raises
+    `RunDirError` naming the path.
     """
     from simreal.train import distributed
 
@@ -79,99 +97,197 @@ def train(task: str, algo: str | None = None, envs: int | None = None,
 def _train(task, algo, envs, steps, seed, out, resume, eval_episodes, progress, callback,
            task_config, algo_config, backend, device, calibration=None) -> dict[str, Any]:
     from simreal.train import distributed
-    from simreal.train.algos import get_algo
 
     ckpt = None
     if resume is not None:
-        ckpt = load(latest_in(resume))  # fails before anything is written
-        if ckpt["task"] != task:
-            raise CheckpointError(f"{resume}: checkpoint is for task {ckpt['task']!r}, "
-                                  f"not {task!r}")
-        if algo is not None and algo != ckpt["algo"]:
-            raise CheckpointError(f"{resume}: checkpoint was trained with {ckpt['algo']!r}, "
-                                  f"not {algo!r}")
-        run_dir = Path(resume)
-        config = ckpt["config"]
-        if steps is not None:
-            config["steps"] = steps
+        run_dir, ckpt, config = _resumed(resume, task, algo, steps, task_config, algo_config,
+                                         calibration)
+        task = ckpt["task"]
     else:
-        cls = get_task(task)
-        defaults = getattr(cls, "train_defaults", {})
-        algo = algo or defaults.get("algo", "ppo")
-        spec = get_algo(algo)
-        run_dir = Path(out) if out is not None else _default_run_dir(task, algo, seed)
-        algo_defaults = defaults.get(algo, {})
-        algo_cfg = validate_model(_merged(algo_defaults.get("config", {}), algo_config or {}),
-                                  spec.config(), f"{algo} settings")
-        calib_cfg: dict[str, Any] = {}
-        if calibration is not None:
-            from simreal.calibration.apply import task_overrides
-            from simreal.calibration.schema import load_calibration
-
-            calib = load_calibration(calibration)
-            if calib.robot != get_robot(cls.robot_name).name:
-                raise ValueError(f"{calibration}: calibration is for robot {calib.robot!r}; "
-                                 f"task {task!r} runs {cls.robot_name!r}")
-            calib_cfg = task_overrides(calib, cls)
-        # the algorithm's training-only task settings (a start curriculum, say) under the
-        # caller's; evaluation builds the task with its plain defaults
-        task_config = _merged(algo_defaults.get("task_config", {}), task_config or {})
-        task_cfg = validate_model(_merged(_merged(cls.config_class().model_dump(mode="json"),
-                                          calib_cfg), task_config),
-                                  cls.config_class, f"{task} task configuration")
-        config = {
-            "task": task, "algo": algo, "seed": seed,
-            "envs": envs or algo_defaults.get("envs", 1024),
-            "steps": steps or algo_defaults.get("steps", 5_000_000),
-            "robot": cls.robot_name, "task_config": task_cfg.model_dump(mode="json"),
-            "algo_config": algo_cfg.model_dump(mode="json"),
-        }
-        if calibration is not None:
-            config["calibration"] = str(Path(calibration).resolve())
+        if task is None:
+            raise ValueError("name the task to train (or --resume a run)")
+        run_dir, config = _new_run(task, algo, envs, steps, seed, out, task_config,
+                                   algo_config, calibration)
     config["backend"] = backend or config.get("backend", "mujoco")
     config["device"] = device or config.get("device", "cpu")
     # under torchrun: join the process group; cuda becomes this rank's GPU
     rank_device = distributed.init(config["device"])
     main = distributed.is_main()  # rank 0 (or the only process) writes the run
-    if main and ckpt is None and (run_dir / "checkpoints").exists():
-        raise FileExistsError(f"{run_dir}: already holds a run; resume it with --resume "
-                              f"{run_dir} or choose another --out")
+    if not main:
+        return _train_in(task, config, ckpt, None, rank_device, eval_episodes, progress,
+                         callback)
+    created = not run_dir.exists()
+    check_writable(run_dir)
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        lock = RunLock(run_dir).acquire()
+    except RunDirError:
+        raise
+    except OSError as exc:
+        raise os_error(exc, run_dir) from None
+    try:
+        # checked under the lock: two processes started together cannot both pass
+        if ckpt is None and (run_dir / "checkpoints").exists():
+            raise FileExistsError(f"{run_dir}: already holds a run; resume it with --resume "
+                                  f"{run_dir} or choose another --out")
+        _say(f"run directory {run_dir}")
+        return _train_in(task, config, ckpt, run_dir, rank_device, eval_episodes, progress,
+                         callback)
+    except BaseException:
+        if created and not (run_dir / "checkpoints").exists():
+            # nothing of a run was written: leave no half-made folder behind
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    finally:
+        lock.release()
+
+
+def _resumed(resume, task, algo, steps, task_config, algo_config, calibration):
+    """(run_dir, checkpoint, config) of a run to continue; refused before anything is written."""
+    run_dir = Path(resume)
+    _, ckpt = newest_intact(run_dir)
+    if task is not None and ckpt["task"] != task:
+        raise CheckpointError(f"{resume}: checkpoint is for task {ckpt['task']!r}, "
+                              f"not {task!r}")
+    if algo is not None and algo != ckpt["algo"]:
+        raise CheckpointError(f"{resume}: checkpoint was trained with {ckpt['algo']!r}, "
+                              f"not {algo!r}")
+    if task_config or algo_config or calibration is not None:
+        raise ValueError(f"{resume}: a resumed run keeps its own task and algorithm settings "
+                         "(config.yaml); start a new run to change them")
+    config = ckpt["config"]
+    total = steps if steps is not None else config["steps"]
+    if ckpt["env_steps"] >= total:
+        raise ValueError(f"{resume}: the run has trained {ckpt['env_steps']} env steps, "
+                         f"{'its budget' if steps is None else '--steps'} is {total}: "
+                         "--steps is the run's total; give a larger one to train on")
+    config["steps"] = total
+    return run_dir, ckpt, config
+
+
+def _new_run(task, algo, envs, steps, seed, out, task_config, algo_config, calibration):
+    """(run_dir, config) of a new run, every setting validated."""
+    from simreal.train.algos import get_algo
+
+    cls = get_task(task)
+    defaults = getattr(cls, "train_defaults", {})
+    algo = algo or defaults.get("algo", "ppo")
+    spec = get_algo(algo)
+    run_dir = Path(out) if out is not None else _default_run_dir(task, algo, seed)
+    algo_defaults = defaults.get(algo, {})
+    algo_cfg = validate_model(_merged(algo_defaults.get("config", {}), algo_config or {}),
+                              spec.config(), f"{algo} settings")
+    calib_cfg: dict[str, Any] = {}
+    if calibration is not None:
+        from simreal.calibration.apply import task_overrides
+        from simreal.calibration.schema import load_calibration
+
+        calib = load_calibration(calibration)
+        if calib.robot != get_robot(cls.robot_name).name:
+            raise ValueError(f"{calibration}: calibration is for robot {calib.robot!r}; "
+                             f"task {task!r} runs {cls.robot_name!r}")
+        calib_cfg = task_overrides(calib, cls)
+    # the algorithm's training-only task settings (a start curriculum, say) under the
+    # caller's; evaluation builds the task with its plain defaults
+    task_config = _merged(algo_defaults.get("task_config", {}), task_config or {})
+    task_cfg = validate_model(_merged(_merged(cls.config_class().model_dump(mode="json"),
+                                              calib_cfg), task_config),
+                              cls.config_class, f"{task} task configuration")
+    config = {
+        "task": task, "algo": algo, "seed": seed,
+        "envs": envs or algo_defaults.get("envs", 1024),
+        "steps": steps or algo_defaults.get("steps", 5_000_000),
+        "robot": cls.robot_name, "task_config": task_cfg.model_dump(mode="json"),
+        "algo_config": algo_cfg.model_dump(mode="json"),
+    }
+    if calibration is not None:
+        config["calibration"] = str(Path(calibration).resolve())
+    return run_dir, config
+
+
+def _train_in(task, config, ckpt, run_dir, rank_device, eval_episodes, progress, callback):
+    """Train (run_dir None: a rank that writes nothing), then export and evaluate on rank 0."""
+    from simreal.train import distributed
+
     if distributed.is_distributed():
         config["world_size"] = distributed.world_size()
     if ckpt is None and config.get("calibration"):
-        config["robot"] = _calibrated_robot(config, run_dir if main else None)
+        config["robot"] = _calibrated_robot(config, run_dir)
     env_seed = distributed.rank_seed(config["seed"] + (ckpt["iteration"] if ckpt else 0))
-    env = make_env(task, config["envs"], env_seed, config["task_config"], config["robot"],
-                   config["backend"], str(rank_device))
-    if main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(yaml.safe_dump(config, sort_keys=False), run_dir / "config.yaml")
-    runner = _runner(config, env, run_dir if main else None)
-    if ckpt is not None:
-        runner.load_state_dict(ckpt)
-    runner.learn(config["steps"], callback=callback, progress=progress)
-    if not main:  # rank 0 exports and evaluates
-        return {"rank": distributed.rank(), "env_steps": runner.env_steps,
-                "iterations": runner.iteration}
+    # from here a signal stops training after an iteration, with a checkpoint
+    with StopOnSignal() as stop:
+        env = make_env(task, config["envs"], env_seed, config["task_config"], config["robot"],
+                       config["backend"], str(rank_device))
+        return _learn(task, config, ckpt, env, run_dir, stop, eval_episodes, progress,
+                      callback)
 
-    with distributed.suspended():  # rank 0 alone from here: no collectives
-        policy_path = export(run_dir / "checkpoints" / "latest.pt", run_dir / "policy.onnx")
-        t0 = time.perf_counter()
-        result = evaluate(policy_path, task, episodes=eval_episodes,
-                          seed=config["seed"] + 10_000, robot=config["robot"],
-                          task_config=config["task_config"])
-    summary = {
-        "task": task, "algo": config["algo"], "seed": config["seed"],
-        "env_steps": runner.env_steps, "wall_s": round(runner.wall_s, 2),
-        "iterations": runner.iteration,
-        "success_rate": result["success_rate"], "mean_return": result["mean_return"],
-        "policy": str(policy_path), "eval_episodes": result["episodes"],
-        "eval_wall_s": round(time.perf_counter() - t0, 2),
-        "metrics": {k: v for k, v in result.items()
-                    if k not in ("success_rate", "mean_return", "episodes", "task", "policy")},
-    }
-    write_text_atomic(json.dumps(summary, indent=2) + "\n", run_dir / "summary.json")
-    return summary
+
+def _learn(task, config, ckpt, env, run_dir, stop, eval_episodes, progress, callback):
+    from simreal.train import distributed
+
+    try:
+        if run_dir is not None:
+            write_text_atomic(yaml.safe_dump(config, sort_keys=False), run_dir / "config.yaml")
+        runner = _runner(config, env, run_dir)
+        if ckpt is not None:
+            runner.load_state_dict(ckpt)
+        _say_rounding(config, runner.env_steps)
+
+        def stop_or_callback(r: Any, stats: dict[str, float]) -> bool:
+            return stop.requested or bool(callback is not None and callback(r, stats))
+
+        runner.learn(config["steps"], callback=stop_or_callback, progress=progress)
+        if stop.requested:  # the runner wrote its checkpoint on the way out
+            raise Interrupted(stop.signum, run_dir / "checkpoints" / "latest.pt"
+                              if run_dir is not None else None)
+        if run_dir is None:  # rank 0 exports and evaluates
+            return {"rank": distributed.rank(), "env_steps": runner.env_steps,
+                    "iterations": runner.iteration}
+        with distributed.suspended():  # rank 0 alone from here: no collectives
+            policy_path = export(run_dir / "checkpoints" / "latest.pt",
+                                 run_dir / "policy.onnx")
+            t0 = time.perf_counter()
+            result = evaluate(policy_path, task, episodes=eval_episodes,
+                              seed=config["seed"] + 10_000, robot=config["robot"],
+                              task_config=config["task_config"])
+        summary = {
+            "task": task, "algo": config["algo"], "seed": config["seed"],
+            "env_steps": runner.env_steps, "wall_s": round(runner.wall_s, 2),
+            "iterations": runner.iteration,
+            "success_rate": result["success_rate"], "mean_return": result["mean_return"],
+            "policy": str(policy_path), "eval_episodes": result["episodes"],
+            "eval_wall_s": round(time.perf_counter() - t0, 2),
+            "metrics": {k: v for k, v in result.items()
+                        if k not in ("success_rate", "mean_return", "episodes", "task",
+                                     "policy")},
+        }
+        write_text_atomic(json_text(summary, indent=2) + "\n", run_dir / "summary.json")
+        return summary
+    except OSError as exc:
+        if isinstance(exc, RunDirError) or exc.errno not in WRITE_ERRNOS:
+            raise
+        raise os_error(exc, run_dir) from None
+
+
+def _say_rounding(config: dict[str, Any], done: int) -> None:
+    """Training runs whole iterations: say so when the budget is not a multiple of one."""
+    from simreal.train import distributed
+
+    algo_cfg = config["algo_config"]
+    per_env = algo_cfg.get("steps_per_env") or algo_cfg.get("steps_per_iteration")
+    if not per_env:
+        return
+    per = per_env * config["envs"] * distributed.world_size()
+    todo = config["steps"] - done
+    if todo > 0 and todo % per:
+        total = done + -(-todo // per) * per
+        _say(f"--steps {config['steps']} rounded up to {total} env steps: whole iterations of "
+             f"{per} ({config['envs']} envs x {per_env} steps)")
+
+
+def _say(message: str) -> None:
+    """A line on stderr (stdout carries the command's JSON result)."""
+    print(f"simreal: {message}", file=sys.stderr, flush=True)
 
 
 def _calibrated_robot(config: dict[str, Any], run_dir: Path | None) -> str:

@@ -4,12 +4,16 @@ calibrate."""
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
+import os
 import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
 
 import simreal  # noqa: F401  (sets the threading environment before torch loads)
+from simreal.core.jsonout import json_text
 from simreal.robots.registry import UnknownNameError, get_robot, robot_dirs
-from simreal.sim.registry import get_task, task_names
+from simreal.sim.registry import task_entries
 from simreal.train.algos import ALGOS
 
 
@@ -27,26 +31,84 @@ def _known_errors() -> tuple[type[BaseException], ...]:
 
 
 def _positive(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    """A positive whole number, also written as 3e5 or 300_000."""
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}"
+                                         ) from None
+    if not (value > 0 and value == int(value)):
+        raise argparse.ArgumentTypeError(f"must be a positive whole number, got {text!r}")
+    return int(value)
+
+
+def _override_value(text: str) -> Any:
+    """A `key=value` override's value as YAML reads it (numbers, true/false, [lists],
+    {mappings}), with 3e5-style numbers as numbers (YAML 1.1 reads them as text)."""
+    import yaml
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"cannot read override value {text!r}: {exc}") from None
+    if isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return value
+        return int(number) if number.is_integer() and "." not in value else number
     return value
+
+
+def parse_overrides(items: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(task settings, algorithm settings) from `task.a.b=v` and `algo.c=v` items."""
+    out: dict[str, dict[str, Any]] = {"task": {}, "algo": {}}
+    for item in items:
+        key, sep, text = item.partition("=")
+        scope, _, path = key.partition(".")
+        if not sep or scope not in out or not path or "" in path.split("."):
+            raise ValueError(f"override {item!r}: write task.<setting>=<value> or "
+                             "algo.<setting>=<value> (e.g. task.episode_s=10 "
+                             "algo.learning_rate=3e-4)")
+        node = out[scope]
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"override {item!r}: {part} is set to a value already")
+        node[leaf] = _override_value(text)
+    return out["task"], out["algo"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="simreal", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
-    t = sub.add_parser("train", help="train a policy, export it and evaluate it")
-    t.add_argument("task")
+    t = sub.add_parser("train", help="train a policy, export it and evaluate it",
+                       description="Train TASK, export policy.onnx and evaluate it. Settings: "
+                       "the task's defaults, then --task-config, then key=value overrides "
+                       "(task.episode_s=10 algo.batch_size=4096), all validated before "
+                       "anything runs. --resume RUN_DIR continues a run with its own task "
+                       "and settings; --steps is then the run's new total.")
+    t.add_argument("task", nargs="?", help="registered task name or module:Class (taken "
+                                           "from the run with --resume)")
+    t.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help="task.<setting>=<value> or algo.<setting>=<value> (YAML values)")
     t.add_argument("--algo", choices=list(ALGOS), help="algorithm (task default)")
     t.add_argument("--envs", type=_positive, help="parallel environments (task default)")
-    t.add_argument("--steps", type=_positive, help="total environment steps (task default)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--steps", type=_positive,
+                   help="total environment steps, e.g. 3e5 (task default; rounded up to "
+                        "whole iterations; with --resume the run's new total)")
+    t.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     t.add_argument("--out", help="run directory (default runs/<task>_<algo>_s<seed>_<time>)")
-    t.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR")
-    t.add_argument("--eval-episodes", type=_positive, default=1000)
-    t.add_argument("--no-progress", action="store_true")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its "
+                                                       "newest intact checkpoint")
+    t.add_argument("--task-config", metavar="YAML",
+                   help="task settings: a mapping of the task's fields (or a run's "
+                        "config.yaml, whose task settings are taken)")
+    t.add_argument("--eval-episodes", type=_positive, default=1000,
+                   help="episodes of the final evaluation (default 1000)")
+    t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--backend", choices=["mujoco", "mjwarp"],
                    help="training simulator: mujoco (C, CPU; default) or mjwarp (MuJoCo Warp)")
     t.add_argument("--device", help="where the simulator and training run: cpu (default), "
@@ -58,14 +120,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "ranges from the fit (docs/CALIBRATION.md)")
 
     e = sub.add_parser("export", help="export a checkpoint to ONNX with its policy contract")
-    e.add_argument("checkpoint")
-    e.add_argument("--out", required=True)
+    e.add_argument("checkpoint", help="a run's checkpoint (.pt)")
+    e.add_argument("--out", required=True, help="the ONNX file to write")
 
     v = sub.add_parser("eval", help="evaluate an ONNX policy through the deploy runtime")
-    v.add_argument("policy")
+    v.add_argument("policy", help="the ONNX policy")
     v.add_argument("--task", help="refuse the policy unless it was trained for this task")
-    v.add_argument("--episodes", type=_positive, default=100)
-    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--episodes", type=_positive, default=1000,
+                   help="episodes (default 1000, as training's final evaluation)")
+    v.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.add_argument("--robot", help="robot name or folder (a calibrated run's RUN_DIR/robot); "
                                    "default: the task's")
@@ -76,22 +139,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("play", help="watch an ONNX policy: the viewer, or a video where "
                                      "there is no display")
-    w.add_argument("policy")
+    w.add_argument("policy", help="the ONNX policy")
     w.add_argument("--task", help="refuse the policy unless it was trained for this task")
     w.add_argument("--video", help="write this video (.mp4) instead of opening the viewer "
                                    "(default without a display: play_<task>.mp4)")
-    w.add_argument("--episodes", type=_positive, default=1)
-    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--episodes", type=_positive, default=1, help="episodes (default 1)")
+    w.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
     sub.add_parser("tasks", help="list the registered tasks")
     sub.add_parser("robots", help="list the registered robots")
 
     d = sub.add_parser("deploy", help="run an ONNX policy on a robot over ROS 2 (Cyclone DDS "
                                       "or rclpy) until Ctrl-C")
-    d.add_argument("policy")
+    d.add_argument("policy", help="the ONNX policy")
     d.add_argument("--robot", required=True, help="registered robot name or robot folder")
-    d.add_argument("--transport", choices=["dds", "ros2"], default="dds")
-    d.add_argument("--domain-id", type=int, default=0)
+    d.add_argument("--transport", choices=["dds", "ros2"], default="dds",
+                   help="dds: Cyclone DDS on the ROS 2 wire, no ROS install (default); "
+                        "ros2: rclpy")
+    d.add_argument("--domain-id", type=int, default=0, help="DDS / ROS domain (default 0)")
     d.add_argument("--interface", choices=["generic", "native"],
                    help="generic ROS 2 messages or the robot's own (default: the config's)")
     d.add_argument("--config", help="node configuration YAML (topics, safety, trigger, ...)")
@@ -121,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="log file (default runs/record_<experiment>_<time>.mcap)")
     r.add_argument("--interface", choices=["generic", "native"],
                    help="the robot's interface (default: the experiment's first)")
-    r.add_argument("--domain-id", type=int, default=0)
+    r.add_argument("--domain-id", type=int, default=0, help="DDS domain (default 0)")
     r.add_argument("--network", action="store_true",
                    help="leave loopback: DDS as CYCLONEDDS_URI / Cyclone's default say")
     r.add_argument("--sim", action="store_true",
@@ -171,7 +236,7 @@ def _deploy(args: argparse.Namespace) -> int:
             RclpyUnavailable, ValidationError, FileNotFoundError, ValueError) as exc:
         print(f"simreal: error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(summary))
+    print(json_text(summary))
     return 0
 
 
@@ -193,7 +258,7 @@ def _hil(args: argparse.Namespace) -> int:
     except HilError as exc:
         print(f"simreal hil: failed: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps({"passed": report["passed"],
+    print(json_text({"passed": report["passed"],
                       "checks": {c["name"]: c["passed"] for c in report["checks"]},
                       "out": str(report["out"])}))
     return 0 if report["passed"] else 1
@@ -238,61 +303,131 @@ def _calibration(args: argparse.Namespace) -> int:
     except RecordError as exc:
         print(f"simreal record: failed: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(result))
+    print(json_text(result))
     return 0
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[TextIO]:
+    """Yield the real stdout for the command's result while everything else written to
+    stdout (third-party logs: Warp's, exporters', C libraries') goes to stderr."""
+    out = sys.stdout
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):  # captured (pytest) or replaced: Python only
+        fd = None
+    if fd is None:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield out
+        return
+    out.flush()
+    saved = os.dup(fd)
+    try:
+        os.dup2(sys.stderr.fileno(), fd)
+        with open(saved, "w", closefd=False) as real, contextlib.redirect_stdout(sys.stderr):
+            yield real
+            real.flush()
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # train's KEY=VALUE overrides may stand anywhere, also after options
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "train":
+        args.overrides += [x for x in extra if "=" in x and not x.startswith("-")]
+        extra = [x for x in extra if x not in args.overrides]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command == "deploy":
         return _deploy(args)
     if args.command == "hil":
         return _hil(args)
     if args.command in ("record", "calibrate"):
         return _calibration(args)
-    try:
-        return _run(args)
-    except _known_errors() as exc:
-        print(f"simreal: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("simreal: interrupted; the last checkpoint is intact", file=sys.stderr)
-        return 130
+    if args.command in ("tasks", "robots"):  # no torch, no mujoco: answers at once
+        return _list(args)
+    from simreal.train.run_dir import Interrupted, RunDirError
+
+    with _stdout_to_stderr() as out:
+        try:
+            return _run(args, out)
+        except Interrupted as exc:
+            print(f"simreal: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except RunDirError as exc:
+            print(f"simreal: error: {exc}", file=sys.stderr)
+            return exc.exit_code
+        except _failures() as exc:
+            print(f"simreal: failed: {exc}", file=sys.stderr)
+            return 1
+        except _known_errors() as exc:
+            print(f"simreal: error: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("simreal: interrupted; the last checkpoint is intact", file=sys.stderr)
+            return 130
 
 
-def _run(args: argparse.Namespace) -> int:
-    from simreal import api
+def _failures() -> tuple[type[BaseException], ...]:
+    """Errors of the work itself, not of its input: exit 1."""
+    from simreal.train.export import ExportError
+    from simreal.train.progress import TrainingDiverged
 
+    return (TrainingDiverged, ExportError)
+
+
+def _list(args: argparse.Namespace) -> int:
     if args.command == "tasks":
-        for name, target in sorted(task_names().items()):
-            cls = get_task(name)
-            print(f"{name:24s} robot={cls.robot_name:12s} {target}")
-    elif args.command == "robots":
+        for name, entry in sorted(task_entries().items()):
+            print(f"{name:24s} robot={entry.robot:12s} {entry.target}")
+    else:
         for name in sorted(robot_dirs()):
-            robot = get_robot(name)
+            try:
+                robot = get_robot(name)
+            except ValueError as exc:  # one broken robot folder does not hide the others
+                print(f"{name:12s} (unusable: {exc})")
+                continue
             print(f"{name:12s} {robot.spec.kind:10s} actuators={len(robot.actuator_names)} "
                   f"{robot.spec.control.rate_hz:g} Hz  {robot.directory}")
-    elif args.command == "train":
-        summary = api.train(args.task, args.algo, args.envs, args.steps, args.seed, args.out,
+    return 0
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
+    from simreal import api
+
+    if args.command == "train":
+        task, overrides = args.task, list(args.overrides)
+        if task is not None and "=" in task:  # `simreal train --resume R task.x=1`
+            task, overrides = None, [task, *overrides]
+        task_config, algo_config = parse_overrides(overrides)
+        if args.task_config:
+            task_config = api._merged(api.load_task_config(args.task_config), task_config)
+        summary = api.train(task, args.algo, args.envs, args.steps, args.seed, args.out,
                             args.resume, args.eval_episodes, progress=not args.no_progress,
-                            backend=args.backend, device=args.device,
-                            calibration=args.calibration)
-        print(json.dumps(summary))
+                            task_config=task_config or None,
+                            algo_config=algo_config or None, backend=args.backend,
+                            device=args.device, calibration=args.calibration)
+        print(json_text(summary), file=out)
     elif args.command == "export":
-        print(api.export(args.checkpoint, args.out))
+        print(api.export(args.checkpoint, args.out), file=out)
     elif args.command == "play":
         from simreal.play import play
 
-        print(json.dumps(play(args.policy, args.task, args.video, args.episodes, args.seed)))
+        result = play(args.policy, args.task, args.video, args.episodes, args.seed)
+        print(json_text(result), file=out)
     elif args.command == "eval":
         task_config = api.load_task_config(args.task_config) if args.task_config else None
         result = api.evaluate(args.policy, args.task, args.episodes, args.seed, args.robot,
                               task_config)
         if args.json:
-            print(json.dumps(result))
+            print(json_text(result), file=out)
         else:
             for key, value in result.items():
-                print(f"{key:24s} {value}")
+                print(f"{key:24s} {value}", file=out)
     return 0
 
 

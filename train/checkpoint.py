@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
 
 class CheckpointError(RuntimeError):
@@ -35,6 +38,9 @@ def save_checkpoint(state: dict[str, Any], run_dir: Path, iteration: int) -> Pat
     path = run_dir / "checkpoints" / f"model_{iteration:06d}.pt"
     save_atomic(state, path)
     save_atomic(state, run_dir / "checkpoints" / "latest.pt")
+    # on stderr, above any progress bar: where the run stands and how to continue it
+    tqdm.write(f"simreal: checkpoint {path} ({state.get('env_steps', 0)} env steps)",
+               file=sys.stderr)
     return path
 
 
@@ -60,10 +66,43 @@ def load(path: str | Path) -> dict[str, Any]:
 
 
 def latest_in(run_dir: str | Path) -> Path:
+    """The checkpoint to resume RUN_DIR from (see `newest_intact`)."""
+    return newest_intact(run_dir)[0]
+
+
+def newest_intact(run_dir: str | Path) -> tuple[Path, dict[str, Any]]:
+    """(path, checkpoint): the newest checkpoint of RUN_DIR that loads. latest.pt normally;
+    a numbered model_N.pt when latest.pt is missing, corrupt, or older (a write of latest.pt
+    that failed, e.g. on a full disk, after model_N.pt was complete)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise CheckpointError(f"{run_dir}: no such run directory")
-    path = run_dir / "checkpoints" / "latest.pt"
-    if not path.is_file():
-        raise CheckpointError(f"{run_dir}: has no checkpoints/latest.pt to resume from")
-    return path
+    folder = run_dir / "checkpoints"
+    latest: tuple[Path, dict[str, Any]] | None = None
+    problem = "missing"
+    if (folder / "latest.pt").is_file():
+        try:
+            latest = (folder / "latest.pt", load(folder / "latest.pt"))
+        except CheckpointError as exc:
+            problem = str(exc)
+    for path in sorted(folder.glob("model_*.pt"), reverse=True):
+        if latest is not None and _number(path) <= latest[1]["iteration"]:
+            break
+        try:
+            ckpt = load(path)
+        except CheckpointError:
+            continue  # a damaged numbered file: try the one before it
+        why = problem if latest is None else f"older than {path.name}"
+        warnings.warn(f"{folder / 'latest.pt'}: {why}; resuming from {path}", stacklevel=2)
+        return path, ckpt
+    if latest is None:
+        raise CheckpointError(f"{run_dir}: has no intact checkpoint to resume from "
+                              f"(checkpoints/latest.pt: {problem})")
+    return latest
+
+
+def _number(path: Path) -> int:
+    try:
+        return int(path.stem.split("_")[-1])
+    except ValueError:
+        return -1

@@ -8,6 +8,7 @@ import logging
 import warnings
 from pathlib import Path
 
+import numpy as np
 import onnx
 import torch
 from torch import nn
@@ -15,8 +16,25 @@ from torch import nn
 from simreal.deploy.contract import CONTRACT_KEY, PolicyContract
 
 
+class ExportError(ValueError):
+    """The policy cannot be exported as a usable ONNX file."""
+
+
+def probe_outputs(path: Path, contract: PolicyContract, batch: int = 64) -> np.ndarray:
+    """The exported graph's actions on a probe batch: zeros and seeded unit-normal
+    observations (a normalized observation of a running robot is of that size)."""
+    import onnxruntime as ort
+
+    obs = np.random.default_rng(0).normal(size=(batch, contract.obs_dim)).astype(np.float32)
+    obs[0] = 0.0
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return session.run(None, {contract.input_name: obs})[0]
+
+
 def export_onnx(actor: nn.Module, contract: PolicyContract, out: str | Path) -> Path:
-    """`actor` maps the raw "policy" observation to the action (normalizer inside)."""
+    """`actor` maps the raw "policy" observation to the action (normalizer inside). A graph
+    whose actions on a probe batch are not all finite (diverged weights or normalizer) is
+    refused: no file is written."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     actor = actor.eval()
@@ -38,5 +56,11 @@ def export_onnx(actor: nn.Module, contract: PolicyContract, out: str | Path) -> 
     model.producer_name = "simreal"
     onnx.checker.check_model(model)
     onnx.save(model, str(tmp))
+    actions = probe_outputs(tmp, contract)
+    if not np.isfinite(actions).all():
+        tmp.unlink(missing_ok=True)
+        raise ExportError(f"{out}: not written: the policy outputs non-finite actions on a "
+                          f"probe batch ({int((~np.isfinite(actions)).any(axis=1).sum())} of "
+                          f"{len(actions)} observations); its weights or normalizer diverged")
     tmp.replace(out)
     return out

@@ -3,6 +3,7 @@ progress bar, a periodic checkpoint, and the caller's stop request (any rank sto
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -18,10 +19,29 @@ def log_scalars(writer: Any, stats: dict[str, float], env_steps: int) -> None:
     writer.flush()
 
 
+class TrainingDiverged(RuntimeError):
+    """A loss or the mean reward became NaN or infinite: the weights are no longer usable."""
+
+
+def check_finite(runner: Any, stats: dict[str, float]) -> None:
+    """Stop on a non-finite loss or reward, before that iteration's weights are saved: the
+    last periodic checkpoint stays the newest (episode metrics may be NaN without harm)."""
+    bad = sorted(k for k, v in stats.items()
+                 if (k.startswith("loss/") or k == "mean_reward") and not math.isfinite(v))
+    if bad:
+        where = (f"; the last good checkpoint is {runner.run_dir / 'checkpoints' / 'latest.pt'}"
+                 if runner.run_dir is not None else "")
+        raise TrainingDiverged(f"iteration {runner.iteration}: non-finite {', '.join(bad)} "
+                               f"({', '.join(f'{k}={stats[k]}' for k in bad)}): training "
+                               f"stopped{where}")
+
+
 def end_iteration(runner: Any, bar: Any, stats: dict[str, float], steps: int,
                   callback: Callable[[Any, dict[str, float]], bool] | None) -> bool:
     """Log and show this iteration's `stats` (`steps` env steps, all ranks), checkpoint every
-    `runner.checkpoint_every` iterations; True when a callback on any rank asks to stop."""
+    `runner.checkpoint_every` iterations; True when a callback on any rank asks to stop.
+    A non-finite loss or reward raises `TrainingDiverged` before anything is saved."""
+    check_finite(runner, stats)
     log_scalars(runner.writer, stats, runner.env_steps)
     bar.update(steps)
     bar.set_postfix({"steps/s": f"{stats['steps_per_s']:.0f}",

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from simreal.core.config import FrozenModel, describe
 from simreal.robots import Robot
 
 CONTRACT_KEY = "simreal.contract"
@@ -21,8 +22,7 @@ class ContractError(ValueError):
     """A contract that is malformed or disagrees with the robot; the message names each field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Strict = FrozenModel  # unknown keys and non-finite numbers (a NaN offset) are refused
 
 
 class ObsTerm(_Strict):
@@ -85,8 +85,11 @@ class PolicyContract(_Strict):
     def from_json(cls, text: str, source: str = "contract") -> PolicyContract:
         try:
             return cls.model_validate(json.loads(text))
-        except (ValidationError, json.JSONDecodeError) as exc:
+        except json.JSONDecodeError as exc:
             raise ContractError(f"{source}: malformed policy contract: {exc}") from None
+        except ValidationError as exc:
+            raise ContractError(describe(exc, f"{source}: malformed policy contract")
+                                ) from None
 
     def mismatches(self, robot: Robot) -> list[str]:
         """Every way this contract disagrees with the robot's description, one line each."""

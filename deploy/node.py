@@ -27,8 +27,9 @@ from contextlib import contextmanager, suppress
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from simreal.core.config import StrictModel
 from simreal.deploy import codecs, registry
 from simreal.deploy.arm import orientation_command, pose_signals
 from simreal.deploy.interfaces import (
@@ -60,10 +61,9 @@ class DeployError(ValueError):
     """A node that cannot start: the message names what disagrees."""
 
 
-class SafetySettings(BaseModel):
+class SafetySettings(StrictModel):
     """Overrides of the safety layer's settings; unset ones take the robot kind's default."""
 
-    model_config = ConfigDict(extra="forbid")
     watchdog_periods: int | None = Field(default=None, ge=1)
     soft_start_s: float | None = Field(default=None, ge=0)
     max_rate: float | None = Field(default=None, gt=0)
@@ -78,11 +78,10 @@ SAFETY_DEFAULTS = {
 }
 
 
-class NodeConfig(BaseModel):
-    """The node's settings (YAML, or ROS parameters in the ROS package); unknown keys are
-    errors."""
+class NodeConfig(StrictModel):
+    """The node's settings (YAML, or ROS parameters in the ROS package); unknown keys and
+    non-finite numbers are errors."""
 
-    model_config = ConfigDict(extra="forbid")
     interface: str = Field(default="generic", description="the flavour of the robot's "
                            "interface: generic | native, or one registered in "
                            "deploy/registry.py")

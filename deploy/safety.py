@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from simreal.core.config import StrictModel
 
 log = logging.getLogger("simreal.safety")
 
@@ -41,8 +43,7 @@ class Mode(StrEnum):
     ESTOP = "estop"
 
 
-class SafetyConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SafetyConfig(StrictModel):
     watchdog_periods: int = Field(default=5, ge=1)
     soft_start_s: float = Field(default=1.0, ge=0)
     max_rate: float | None = Field(default=None, gt=0, description="command units per second")

@@ -41,8 +41,9 @@ from typing import Any
 
 import mujoco
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from simreal.core.config import StrictModel
 from simreal.deploy.arm import ArmCommand
 from simreal.deploy.interfaces import InterfaceError, InterfaceSettings, RobotInterface
 from simreal.deploy.registry import UnknownInterfaceError, build_interface, flavours_of
@@ -64,10 +65,9 @@ class HilRobotError(ValueError):
     """A simulated robot that cannot be built; the message names the setting."""
 
 
-class RobotSimConfig(BaseModel):
+class RobotSimConfig(StrictModel):
     """The simulated robot's settings (the `robot:` section of a HIL scenario)."""
 
-    model_config = ConfigDict(extra="forbid")
     physics_dt: float | None = Field(
         default=None, gt=0, description="s; default: the robot's, at most 0.002 s for joint "
         "robots (PD at 500 Hz or more)")

@@ -82,3 +82,22 @@ def test_calibration_scenario_and_node_files_go_through_the_loader(tmp_path):
         load_faults(write(tmp_path, "faults: [{kind: drop, rate: .nan}]\n", "f.yaml"))
     with pytest.raises(DeployError, match=r"node.yaml: damping_kd: .*\(got nan\)"):
         load_config(write(tmp_path, "damping_kd: .nan\n", "node.yaml"))
+
+
+def test_a_policy_whose_contract_carries_nan_is_refused_at_load(tmp_path):
+    import json
+
+    import onnx
+
+    from simreal.deploy.contract import CONTRACT_KEY, ContractError
+    from simreal.deploy.policy import OnnxPolicy
+
+    model = onnx.load(str(Path(__file__).parent / "assets" / "hover_crazyflie.onnx"))
+    entry = next(p for p in model.metadata_props if p.key == CONTRACT_KEY)
+    contract = json.loads(entry.value)
+    contract["action"]["offset"][1] = float("nan")
+    entry.value = json.dumps(contract)  # Python writes NaN, as a buggy exporter might
+    path = tmp_path / "nan.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(ContractError, match=r"nan.onnx.*action.offset\[1\]: .*finite"):
+        OnnxPolicy(path)

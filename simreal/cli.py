@@ -42,6 +42,25 @@ def _positive(text: str) -> int:
     return int(value)
 
 
+def _device(text: str) -> str:
+    """cpu, cuda or cuda:N (what torch calls the devices simreal trains on)."""
+    kind, _, index = text.partition(":")
+    if kind == "cpu" and not index or kind == "cuda" and (not index or index.isdigit()):
+        return text
+    raise argparse.ArgumentTypeError(f"must be cpu, cuda or cuda:N, got {text!r}")
+
+
+def _domain_id(text: str) -> int:
+    """A DDS domain: 0-232 (DDS maps each to UDP ports; ROS 2 documents the same range)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 232:
+        raise argparse.ArgumentTypeError(f"must be a DDS domain id from 0 to 232, got {text!r}")
+    return value
+
+
 def _override_value(text: str) -> Any:
     """A `key=value` override's value as YAML reads it (numbers, true/false, [lists],
     {mappings}), with 3e5-style numbers as numbers (YAML 1.1 reads them as text)."""
@@ -111,9 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--no-progress", action="store_true", help="no progress bar")
     t.add_argument("--backend", choices=["mujoco", "mjwarp"],
                    help="training simulator: mujoco (C, CPU; default) or mjwarp (MuJoCo Warp)")
-    t.add_argument("--device", help="where the simulator and training run: cpu (default), "
-                                     "cuda, cuda:N (mjwarp only); under torchrun cuda is each "
-                                     "rank's GPU (docs/SCALING.md)")
+    t.add_argument("--device", type=_device,
+                   help="where the simulator and training run: cpu (default), cuda, cuda:N "
+                        "(mjwarp only); under torchrun cuda is each rank's GPU "
+                        "(docs/SCALING.md)")
     t.add_argument("--calibration", metavar="CALIB.yaml",
                    help="train on the calibrated robot (written to RUN_DIR/robot; deploy the "
                         "policy with --robot RUN_DIR/robot) with the task's randomization "
@@ -156,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--transport", choices=["dds", "ros2"], default="dds",
                    help="dds: Cyclone DDS on the ROS 2 wire, no ROS install (default); "
                         "ros2: rclpy")
-    d.add_argument("--domain-id", type=int, default=0, help="DDS / ROS domain (default 0)")
+    d.add_argument("--domain-id", type=_domain_id, default=0,
+                   help="DDS / ROS domain (default 0)")
     d.add_argument("--interface", choices=["generic", "native"],
                    help="generic ROS 2 messages or the robot's own (default: the config's)")
     d.add_argument("--config", help="node configuration YAML (topics, safety, trigger, ...)")
@@ -173,7 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--out", help="run directory (default runs/hil_<robot>_<scenario>_<time>)")
     h.add_argument("--interface", choices=["generic", "native"],
                    help="override the scenario's interface")
-    h.add_argument("--domain-id", type=int, help="DDS domain (default: one of the run's own)")
+    h.add_argument("--domain-id", type=_domain_id,
+                   help="DDS domain (default: one of the run's own)")
     h.add_argument("--network", action="store_true",
                    help="leave loopback: DDS as CYCLONEDDS_URI / Cyclone's default say")
     h.add_argument("--real-robot", action="store_true",
@@ -186,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="log file (default runs/record_<experiment>_<time>.mcap)")
     r.add_argument("--interface", choices=["generic", "native"],
                    help="the robot's interface (default: the experiment's first)")
-    r.add_argument("--domain-id", type=int, default=0, help="DDS domain (default 0)")
+    r.add_argument("--domain-id", type=_domain_id, default=0, help="DDS domain (default 0)")
     r.add_argument("--network", action="store_true",
                    help="leave loopback: DDS as CYCLONEDDS_URI / Cyclone's default say")
     r.add_argument("--sim", action="store_true",

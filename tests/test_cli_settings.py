@@ -109,3 +109,14 @@ def test_listing_commands_load_neither_torch_nor_mujoco(argv):
     assert proc.stdout.strip().splitlines()[-1] == "HEAVY []"
     if argv == ["tasks"]:
         assert "go2-flat" in proc.stdout and "robot=go2" in proc.stdout
+
+
+@pytest.mark.parametrize("argv", [["train", "quadrotor-hover", "--device", "gpu"],
+                                  ["deploy", "x.onnx", "--robot", "go2", "--domain-id", "999"],
+                                  ["train", "quadrotor-hover", "--steps", "2.5"]])
+def test_bad_devices_domains_and_counts_are_parser_errors(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: argument" in err and "Traceback" not in err

@@ -72,6 +72,9 @@ class CommandConfig(StrictModel):
     yaw_rate_limit: float = 1.0  # rad/s
     resample_s: float = 10.0
     zero_below: float = 0.2  # m/s: smaller horizontal commands become 0 (standing still)
+    # hold this command (vx, vy m/s; yaw rate rad/s) for whole episodes: no resampling, no
+    # heading mode (per-command tracking evaluation, simreal/evaluate.py)
+    fixed: tuple[float, float, float] | None = None
 
 
 class InitConfig(StrictModel):
@@ -462,7 +465,8 @@ class LeggedVelocity(VecEnv):
         self.prev_xy = xy.clone()
 
         due = (self.episode_length_buf % self.resample_steps) == 0
-        if due.any():  # after the rewards, which read this step's commands
+        if self.cfg.commands.fixed is None and due.any():  # after the rewards, which read
+            # this step's commands
             self._resample_commands(due.nonzero().flatten())
         return terminated, {}
 
@@ -472,11 +476,17 @@ class LeggedVelocity(VecEnv):
     def _set_yaw_rate_commands(self, yaw: torch.Tensor) -> None:
         """The yaw-rate command that turns each trunk (at world yaw `yaw`) to its heading."""
         c = self.cfg.commands
+        if c.fixed is not None:  # a held yaw-rate command, no heading
+            return
         err = wrap_angle(self.heading - yaw)
         self.commands[:, 2] = (c.heading_gain * err).clamp(-c.yaw_rate_limit, c.yaw_rate_limit)
 
     def _resample_commands(self, ids: torch.Tensor) -> None:
         c, g, k = self.cfg.commands, self.generator, len(ids)
+        if c.fixed is not None:
+            self.commands[ids] = torch.tensor(c.fixed, dtype=self.commands.dtype)
+            self.since_command[ids] = 0
+            return
         u = torch.rand(k, 3, generator=g)
         vx = c.lin_vel_x[0] + (c.lin_vel_x[1] - c.lin_vel_x[0]) * u[:, 0]
         vy = c.lin_vel_y[0] + (c.lin_vel_y[1] - c.lin_vel_y[0]) * u[:, 1]
@@ -555,7 +565,8 @@ class LeggedVelocity(VecEnv):
         self.track_err_count[ids] = 0.0
         self.commanded_distance[ids] = 0.0
         self._resample_commands(ids)
-        self.commands[ids, 2] = 0.0
+        if self.cfg.commands.fixed is None:  # heading mode sets the yaw rate each step
+            self.commands[ids, 2] = 0.0
         return stats
 
     def _episode_stats(self, ids: torch.Tensor) -> dict[str, Any]:

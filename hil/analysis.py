@@ -22,7 +22,13 @@ Standing checks, beside the scenario's own (hover, velocity, reach):
   puts the node in DAMP by its K-th period, and shorter runs do not;
 - resume: after each dropout the policy runs again (RUN within the soft start of fresh state);
 - robot failsafe: after a node crash the simulated robot's driver damps within its timeout;
-- completeness, as above.
+- completeness, as above;
+- left_soft_start, moved (the scenario's expect.activity): the robot did something: the node
+  reached RUN, a quadrotor lifted off its pad, an arm's tool moved (a run in which nothing
+  happened must not pass on checks it never exercised: a hover "held" on the pad);
+- finite_commands, commands_received (expect.commands): the policy's outputs were finite (the
+  node's count, less the periods whose state was non-finite), so were the commands on the
+  wire, and enough commands reached the robot for the time a node and a robot were both up.
 """
 
 from __future__ import annotations
@@ -443,6 +449,271 @@ def _outside(cmd: dict[str, np.ndarray], limits: CommandLimits, iface: RobotInte
     return iface.command_problem(cmd, limits)  # what the interface adds (Unitree: CRC, gains)
 
 
+# --- the robot did something; what the node sent ----------------------------------------------
+RUNNING = ("soft_start", "run")  # the modes in which the node passes the policy's commands
+
+
+def _intervals_length(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Length of (union of a) intersected with (union of b)."""
+
+    def union(xs: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        out: list[tuple[float, float]] = []
+        for lo, hi in sorted(x for x in xs if x[1] > x[0]):
+            if out and lo <= out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], hi))
+            else:
+                out.append((lo, hi))
+        return out
+
+    total = 0.0
+    for lo, hi in union(a):
+        for lo2, hi2 in union(b):
+            total += max(0.0, min(hi, hi2) - max(lo, lo2))
+    return total
+
+
+def _process_spans(data: RunData, prefix: str, ready_event: str, end_s: float
+                   ) -> list[tuple[float, float]]:
+    """Per process of a kind (node-, robot-): from its start (its `ready_event`, scenario time
+    0 at the earliest) to its kill or own exit (or the end of the scenario)."""
+    spans = []
+    for src, recs in data.records.items():
+        if not src.startswith(prefix):
+            continue
+        ready = next((data.t(r.t_ns) for r in recs if r.kind == EVENT
+                      and r.json().get("event") == ready_event), None)
+        if ready is None:
+            continue
+        end = end_s
+        for e in data.events:
+            if e.get("source") == "harness" and e.get("process") == src and \
+                    e.get("event") in ("process_kill", "process_exit"):
+                end = min(end, e["t"] if e["event"] == "process_kill" else e.get("at_s", e["t"]))
+        spans.append((max(0.0, ready), min(end, end_s)))
+    return spans
+
+
+def activity_checks(setup: Any, data: RunData, runs: dict[str, dict[str, Any]],
+                    truth: dict[str, np.ndarray], metrics: dict) -> list[dict[str, Any]]:
+    """`left_soft_start`: a node process reached RUN (the policy's commands drove the robot
+    after its soft start); `moved`: a quadrotor left its pad, an arm's tool (or any base, where
+    the scenario asks) got `min_travel_m` from where it started. Not made (passed null) when the
+    scenario's expect.activity is null: a robot meant to stay still."""
+    act = setup.scenario.expect.activity
+    kind = setup.robot.spec.kind
+    if act is None:
+        why = "not required: the scenario's expect.activity is null (the robot stays still)"
+        return [{"name": "left_soft_start", "passed": None, "statement": why},
+                {"name": "moved", "passed": None, "statement": why}]
+    # --- left_soft_start: the node's mode events
+    reached = sorted((e["t"], src) for src, run in runs.items() for e in run["modes"]
+                     if e["new"] == "run")
+    modes = {src: [e["new"] for e in run["modes"]] for src, run in runs.items()}
+    first = reached[0] if reached else None
+    if not act.left_soft_start:
+        left = {"name": "left_soft_start", "passed": None,
+                "statement": "not required (expect.activity.left_soft_start false); "
+                             + (f"RUN at {first[0]:.2f} s" if first else "RUN never reached")}
+    elif not runs or not any(run["cycles"] for run in runs.values()):
+        left = {"name": "left_soft_start", "passed": False,
+                "statement": "no control period of the node was recorded"}
+    else:
+        left = {"name": "left_soft_start", "passed": first is not None,
+                "statement": (f"the node left its soft start: RUN at {first[0]:.2f} s "
+                              f"({first[1]})" if first else
+                              "the node never left its soft start: no RUN in any node process "
+                              "(the policy's commands never drove the robot)")}
+    left.update(run_at_s=None if first is None else first[0], modes=modes)
+    # --- moved
+    m_: dict[str, Any] = {}
+    parts, ok = [], True
+    if kind == "quadrotor" and act.lift_off:
+        lifts = [e["t"] for e in data.events if e.get("event") == "lift_off"]
+        if any(src.startswith("robot-") for src in data.records):
+            lifted = bool(lifts)
+            parts.append(f"lifted off its pad at {lifts[0]:.2f} s (rotor thrust above its "
+                         "weight)" if lifted else "never lifted off its pad (rotor thrust "
+                         "never above its weight)")
+        else:  # a real robot: what the node commanded
+            peak = _peak_thrust_ratio(setup, data, runs)
+            lifted = peak is not None and peak > 1.0
+            parts.append(f"the node commanded up to {_fmt(peak)} times the vehicle's weight "
+                         "in thrust" + ("" if lifted else " (lift-off needs more than 1)"))
+            m_["peak_commanded_thrust_over_weight"] = peak
+        m_["lift_off_s"] = lifts
+        ok &= lifted
+    travel_min = act.min_travel_m if act.min_travel_m is not None else (
+        0.01 if kind == "arm" else None)
+    if truth and "position" in truth:
+        pos = truth["position"]
+        travel = float(np.linalg.norm(pos - pos[0], axis=1).max())
+        m_["max_travel_m"] = travel
+        m_["max_rise_m"] = float((pos[:, 2] - pos[0, 2]).max())
+    else:
+        travel = None
+    if travel_min is not None:
+        what = "its tool" if kind == "arm" else "its base"
+        if travel is None:
+            parts.append(f"{what}'s travel not known (no ground truth)")
+        else:
+            ok &= travel >= travel_min
+            parts.append(f"{what} got {travel:.3f} m from where it started (at least "
+                         f"{travel_min:g} m required)")
+    metrics["activity"] = m_
+    if not parts or (travel_min is not None and travel is None and len(parts) == 1):
+        if parts:
+            why = parts[0]
+        elif kind == "legged":
+            why = ("a legged robot's activity is its soft start (left_soft_start); "
+                   "expect.activity.min_travel_m asks for the base to move")
+        else:
+            why = "expect.activity asks for no lift-off and no travel"
+        moved = {"name": "moved", "passed": None, "statement": f"not checked: {why}"}
+    else:
+        moved = {"name": "moved", "passed": bool(ok), "statement": "; ".join(parts)}
+    moved.update({k: v for k, v in m_.items()})
+    return [left, moved]
+
+
+def _peak_thrust_ratio(setup: Any, data: RunData, runs: dict[str, dict[str, Any]]
+                       ) -> float | None:
+    """The largest total thrust the node's rotor commands asked for, over the vehicle's
+    weight (robot.yaml's thrust map)."""
+    spec = setup.robot.spec
+    iface, keys = _command_decoder(setup, runs)
+    weight = spec.mass * 9.81
+    peak = None
+    for msg in data.msgs:
+        if keys.get(msg.topic) is None or not msg.source.startswith("node"):
+            continue
+        cmd = iface.command_of(keys[msg.topic], TYPES[msg.type].deserialize(msg.data))
+        if "rotor_speed" not in cmd:
+            continue
+        s = np.nan_to_num(np.clip(cmd["rotor_speed"], 0.0, 1.0), nan=0.0)
+        ratio = float(spec.rotor_model.max_thrust * np.sum(s ** 2) / weight)
+        peak = ratio if peak is None else max(peak, ratio)
+    return peak
+
+
+def _command_decoder(setup: Any, runs: dict[str, dict[str, Any]]
+                     ) -> tuple[RobotInterface, dict[str, str]]:
+    """The robot side's interface and its command topics (name -> key), heartbeats left out."""
+    from simreal.hil.robot import robot_side_interface
+
+    iface = robot_side_interface(setup.robot, setup.scenario.interface, setup.scenario.robot)
+    names = next((r["config"]["topics"] for r in runs.values() if r["config"]), {})
+    keys = {names.get(s.key, s.default): s.key for s in iface.command_topics
+            if s.key not in iface.heartbeat_keys}
+    return iface, keys
+
+
+def _nonfinite(cmd: dict[str, np.ndarray], iface: RobotInterface) -> bool:
+    for k in ("rotor_speed", "q", "dq", "kp", "kd", "tau"):
+        v = cmd.get(k)
+        if v is None or np.isfinite(v).all():
+            continue
+        if k == "rotor_speed" and iface.nonfinite_disarms and np.isnan(v).all():
+            continue  # PX4's "stop": every motor NaN
+        return True
+    return False
+
+
+def command_checks(setup: Any, data: RunData, runs: dict[str, dict[str, Any]],
+                   metrics: dict) -> list[dict[str, Any]]:
+    """`finite_commands`: the policy's outputs while the state was finite (the node's own count,
+    less the periods whose state was non-finite: those are the watchdog's), and the command
+    vectors the node sent and the robot received, non-finite in at most `max_nonfinite`.
+    `commands_received`: per command topic, the commands the robot received (sent within the
+    scenario) over those due, the control rate times the time a node and a robot were both up,
+    at least `min_received_fraction`."""
+    want = setup.scenario.expect.commands
+    duration = setup.scenario.duration_s
+    iface, keys = _command_decoder(setup, runs)
+    # --- non-finite: the policy's outputs, per node process
+    policy: dict[str, int | None] = {}
+    for src, run in runs.items():
+        cycles = run["cycles"]
+        total = (run["summary"] or {}).get("nonfinite_commands")
+        if total is None and cycles and "nonfinite_commands" in cycles[-1]:
+            total = cycles[-1]["nonfinite_commands"]  # a node killed before its summary
+        if total is None:
+            policy[src] = None
+            continue
+        # periods with a non-finite state while the policy ran: the node counted them too
+        from_state, prev = 0, 0
+        for c in cycles:
+            n = int(c.get("nonfinite_state", 0))
+            if n > prev and c["mode"] in RUNNING:
+                from_state += 1
+            prev = n
+        policy[src] = max(0, int(total) - from_state)
+    sent_bad = received_bad = 0
+    examples: list[str] = []
+    per_topic: dict[str, dict[str, int]] = {}
+    for msg in data.msgs:
+        key = keys.get(msg.topic)
+        if key is None or not msg.source.startswith("node"):
+            continue
+        t = data.t(msg.t_sent)
+        if 0.0 <= t <= duration:
+            c = per_topic.setdefault(msg.topic, {"sent": 0, "received": 0})
+            c["sent"] += 1
+            c["received"] += msg.fate == "received"
+        cmd = iface.command_of(key, TYPES[msg.type].deserialize(msg.data))
+        if "direct_actuator" in cmd or not _nonfinite(cmd, iface):
+            continue
+        sent_bad += 1
+        received_bad += msg.fate == "received"
+        if len(examples) < 5:
+            examples.append(f"{msg.topic} at {t:.3f} s")
+    known = [v for v in policy.values() if v is not None]
+    unknown = sorted(src for src, v in policy.items() if v is None)
+    finite_ok = sum(known) <= want.max_nonfinite and sent_bad <= want.max_nonfinite
+    counted = ", ".join(f"{k}: {v}" for k, v in policy.items() if v is not None)
+    missing = (f"not recorded for {', '.join(unknown)} (killed before its summary)"
+               if unknown else "")
+    stmt = (f"non-finite policy outputs with a finite state: "
+            f"{sum(known)} ({'; '.join(x for x in (counted, missing) if x)})"
+            if known else f"non-finite policy outputs: {missing or 'no node process'}")
+    stmt += (f"; non-finite command vectors sent: {sent_bad}, received by the robot: "
+             f"{received_bad} (at most {want.max_nonfinite} allowed)")
+    finite = {"name": "finite_commands", "passed": bool(finite_ok), "statement": stmt,
+              "policy_nonfinite": policy, "sent_nonfinite": sent_bad,
+              "received_nonfinite": received_bad, "examples": examples,
+              "max_nonfinite": want.max_nonfinite}
+    # --- enough commands reached the robot
+    rate = next((float(r["config"]["rate_hz"]) for r in runs.values() if r["config"]), None)
+    nodes = _process_spans(data, "node-", "node_config", duration)
+    robots = ([(0.0, duration)] if setup.real_robot else
+              _process_spans(data, "robot-", "robot_config", duration))
+    up_s = _intervals_length(nodes, robots)
+    expected = rate * up_s if rate else 0.0
+    fractions = {}
+    for topic, c in per_topic.items():
+        got = c["sent"] if setup.real_robot else c["received"]
+        fractions[topic] = got / expected if expected > 0 else None
+    metrics["commands"] = {"rate_hz": rate, "up_s": up_s, "expected_per_topic": expected,
+                           "per_topic": per_topic, "fractions": fractions}
+    if expected <= 0 or not fractions:
+        received = {"name": "commands_received", "passed": False if nodes else None,
+                    "statement": "no command was sent while a node and a robot were both up"
+                    if nodes else "not exercised: no node process started"}
+    else:
+        low = min(v for v in fractions.values() if v is not None)
+        what = "sent (a real robot's receipts are not recorded)" if setup.real_robot else \
+            "received by the robot"
+        received = {"name": "commands_received",
+                    "passed": bool(low >= want.min_received_fraction),
+                    "statement": (f"commands {what} over those due ({rate:g} Hz for the "
+                                  f"{up_s:.2f} s a node and a robot were both up): "
+                                  + ", ".join(f"{t} {f:.2f}" for t, f in fractions.items()
+                                              if f is not None)
+                                  + f" (at least {want.min_received_fraction:g} required)")}
+    received.update(fractions=fractions, expected=expected,
+                    min_received_fraction=want.min_received_fraction)
+    return [finite, received]
+
+
 # --- robot-side failsafe --------------------------------------------------------------------------
 def failsafe_check(setup: Any, data: RunData) -> dict[str, Any]:
     crashes = setup.faults.of(NodeCrash)
@@ -495,8 +766,10 @@ def _rotate_inverse(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     return v - w * t + np.cross(u, t)
 
 
-def expectations(setup: Any, truth: dict[str, np.ndarray]) -> tuple[list[dict], dict]:
+def expectations(setup: Any, truth: dict[str, np.ndarray],
+                 events: list[dict[str, Any]] | None = None) -> tuple[list[dict], dict]:
     checks, metrics = [], {}
+    events = events or []
     ex = setup.scenario.expect
     if not truth:
         return checks, metrics
@@ -506,15 +779,18 @@ def expectations(setup: Any, truth: dict[str, np.ndarray]) -> tuple[list[dict], 
         sel = (t >= h.from_s) & (t <= h.to_s)
         target = command_at(setup.scenario, "position", t)
         err = np.linalg.norm(truth["position"] - target, axis=1)[sel]
-        ok = bool(sel.any()) and bool(np.all(err < h.max_error_m))
+        ok: bool | None = bool(sel.any()) and bool(np.all(err < h.max_error_m))
         metrics["hover"] = {"window_s": [h.from_s, h.to_s], "samples": int(sel.sum()),
                             "max_error_m": float(err.max()) if err.size else None,
                             "mean_error_m": float(err.mean()) if err.size else None}
-        checks.append({"name": "hover", "passed": ok,
-                       "statement": f"position error over {h.from_s:g}-{h.to_s:g} s: max "
-                                    f"{_fmt(metrics['hover']['max_error_m'])} m (limit "
-                                    f"{h.max_error_m:g} m), mean "
-                                    f"{_fmt(metrics['hover']['mean_error_m'])} m"})
+        statement = (f"position error over {h.from_s:g}-{h.to_s:g} s: max "
+                     f"{_fmt(metrics['hover']['max_error_m'])} m (limit {h.max_error_m:g} m), "
+                     f"mean {_fmt(metrics['hover']['mean_error_m'])} m")
+        if setup.robot.spec.kind == "quadrotor" and not any(
+                e.get("event") == "lift_off" for e in events):
+            # resting on a pad at the target is not a hover (the moved check fails the run)
+            ok, statement = None, f"not exercised: the vehicle never left its pad ({statement})"
+        checks.append({"name": "hover", "passed": ok, "statement": statement})
     if ex.velocity is not None:
         v = ex.velocity
         sel = (t >= v.from_s) & (t <= v.to_s)
@@ -645,7 +921,7 @@ def analyze(setup: Any, times: dict[str, Any]) -> dict[str, Any]:
     runs = node_runs(data)
     watchdog, resume, dropouts = watchdog_and_resume(runs)
     truth = truth_series(data)
-    scenario_checks, metrics = expectations(setup, truth)
+    scenario_checks, metrics = expectations(setup, truth, data.events)
     cfg_topics = next((r["config"]["topics"] for r in runs.values() if r["config"]), {})
     robot = setup.robot
     from simreal.hil.robot import robot_side_interface
@@ -675,7 +951,8 @@ def analyze(setup: Any, times: dict[str, Any]) -> dict[str, Any]:
         "in_link_at_stop": {t: c["in_link"] for t, c in counts.items() if c["in_link"]},
     }
     checks = [limits_check(setup, data, runs), watchdog, resume, failsafe_check(setup, data),
-              completeness, *scenario_checks]
+              completeness, *activity_checks(setup, data, runs, truth, metrics),
+              *command_checks(setup, data, runs, metrics), *scenario_checks]
     passed = all(c["passed"] is not False for c in checks)
 
     names = robot.actuator_names if robot.spec.rotors else [j.name for j in robot.spec.joints]

@@ -20,6 +20,9 @@ A scenario says what the run does and what it must show:
       hover: {from_s: 6, to_s: 10, max_error_m: 0.1}
       velocity: {from_s: 3, to_s: 13, max_mean_error: 0.15}
       reach: {from_s: 3, to_s: 4, max_position_error_m: 0.01, max_angle_deg: 5}  # an arm's tool
+      # standing checks, with their defaults (activity: null for a robot meant to stay still)
+      activity: {left_soft_start: true, lift_off: true, min_travel_m: null}
+      commands: {max_nonfinite: 0, min_received_fraction: 0.5}
 
 A fault plan says what goes wrong, seeded:
 
@@ -38,7 +41,9 @@ A fault plan says what goes wrong, seeded:
       - {kind: robot_restart, at_s: 6, downtime_s: 0.5, resume: initial}  # or snapshot
 
 Link and sensor faults act in a window `from_s`..`to_s` (default: the whole run); `topics`
-narrows a link fault to some ROS topic names. Errors name the file and the field.
+narrows a link fault to some ROS topic names. Errors name the file and the field; NaN and
+infinities are refused (the strict config base), and `simreal hil` refuses a command outside
+the range the policy was trained on (hil/harness.py `prepare`).
 """
 
 from __future__ import annotations
@@ -130,10 +135,43 @@ class ReachCheck(Window):
     max_angle_deg: float = Field(gt=0)
 
 
+class ActivityCheck(_Strict):
+    """The robot did something: the checks `left_soft_start` and `moved`. A scenario in which
+    the robot is meant to stay still (an e-stop from the start) gives `activity: null`."""
+
+    left_soft_start: bool = Field(
+        default=True, description="a node process reached RUN: the policy's own commands "
+        "drove the robot after the soft start (a policy whose commands are all non-finite "
+        "never gets there)")
+    lift_off: bool = Field(
+        default=True, description="a quadrotor left its pad: the simulated robot's rotor "
+        "thrust exceeded its weight (against a real robot: the node commanded such thrust); "
+        "other robots: not used")
+    min_travel_m: float | None = Field(
+        default=None, ge=0, description="the base (an arm's tool) got at least this far from "
+        "where it started, at some point (ground truth); default 0.01 m for an arm, not "
+        "checked for other robots")
+
+
+class CommandsCheck(_Strict):
+    """What the node sent: the checks `finite_commands` and `commands_received`."""
+
+    max_nonfinite: int = Field(
+        default=0, ge=0, description="non-finite command vectors allowed: the policy's outputs "
+        "while the state was finite (the node's count; it holds the last safe command "
+        "instead), and commands on the wire (PX4's all-NaN \"stop\" excepted)")
+    min_received_fraction: float = Field(
+        default=0.5, ge=0, le=1, description="commands the robot received over those due: the "
+        "control rate times the time a node and a robot were both up in the scenario (30% "
+        "loss both ways measured 0.68-0.72)")
+
+
 class Expect(_Strict):
     hover: HoverCheck | None = None
     velocity: VelocityCheck | None = None
     reach: ReachCheck | None = None
+    activity: ActivityCheck | None = ActivityCheck()
+    commands: CommandsCheck = CommandsCheck()
 
 
 class Scenario(_Strict):

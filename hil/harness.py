@@ -192,6 +192,7 @@ def prepare(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
             if getattr(c, key) is not None and name not in contract.commands:
                 raise ValueError(f"{where_sc}: commands[{i}].{key}: the policy takes no "
                                  f"{name} (it takes {sorted(contract.commands) or 'none'})")
+    _check_ranges(sc, contract, where_sc)
     if robot.spec.kind == "arm":
         if sc.pushes:
             raise ValueError(f"{where_sc}: pushes: {robot.name!r} is an arm, fixed to the "
@@ -220,6 +221,45 @@ def prepare(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
         domain_id = 1 + os.getpid() % 200  # a domain of its own, away from others' domain 0
     return RunSetup(robot, policy, sc, plan, out, domain_id, network, real_robot,
                     scenario_path, faults_path)
+
+
+RANGE_EPS = 1e-9
+
+
+def _check_ranges(sc: Scenario, contract: Any, where: str) -> None:
+    """Every scenario command inside the range the policy was trained on (the node would clamp
+    it, so the run would test another command than the scenario says): refused, the file and
+    field named. A pose's quaternion is compared on the side (q or -q) the node uses."""
+    from simreal.deploy.arm import orientation_command
+
+    def outside(value: np.ndarray, name: str) -> str:
+        r = contract.commands[name]
+        low, high = np.asarray(r.low, dtype=np.float64), np.asarray(r.high, dtype=np.float64)
+        if value.shape != low.shape:
+            return f"{len(value)} values, the policy's {name} has {len(low)}"
+        bad = np.flatnonzero((value < low - RANGE_EPS) | (value > high + RANGE_EPS))
+        return ", ".join(f"[{j}] {value[j]:g} not in [{low[j]:g}, {high[j]:g}]" for j in bad)
+
+    for i, c in enumerate(sc.commands):
+        parts: list[tuple[str, np.ndarray, str]] = []
+        if c.velocity is not None:
+            parts.append(("velocity", np.array(c.velocity), "velocity_command"))
+        if c.position is not None:
+            parts.append(("position", np.array(c.position), "target_position"))
+        if c.pose is not None:
+            pose = np.array(c.pose)
+            if "target_position" in contract.commands:
+                parts.append(("pose", pose[:3], "target_position"))
+            if "target_orientation" in contract.commands:
+                r = contract.commands["target_orientation"]
+                parts.append(("pose", orientation_command(pose[3:], np.array(r.low),
+                                                          np.array(r.high)),
+                              "target_orientation"))
+        for key, value, name in parts:
+            problem = outside(value, name)
+            if problem:
+                raise ValueError(f"{where}: commands[{i}].{key}: outside the range the policy "
+                                 f"was trained on ({name}: {problem}); the node would clamp it")
 
 
 def _middle_pose(contract: Any) -> tuple[float, ...] | None:

@@ -88,9 +88,13 @@ def _check(report: dict, name: str) -> dict:
     return next(c for c in report["checks"] if c["name"] == name)
 
 
+STANDING = ("limits", "watchdog", "resume", "completeness", "left_soft_start", "moved",
+            "finite_commands", "commands_received")
+
+
 def _standing_checks_hold(report: dict) -> None:
-    """Limits, watchdog, resume and completeness never fail (they may be not exercised)."""
-    for name in ("limits", "watchdog", "resume", "completeness"):
+    """The standing checks never fail (limits, watchdog and resume may be not exercised)."""
+    for name in STANDING:
         c = _check(report, name)
         assert c["passed"] is not False, c
 
@@ -400,6 +404,69 @@ def test_bad_input_is_refused_before_anything_starts(crazyflie, tmp_path):
     cli = subprocess.run([sys.executable, "-m", "simreal.cli", "hil", "--robot", "go2",
                           "--policy", str(HOVER)], capture_output=True, text=True, timeout=60)
     assert cli.returncode == 2 and "robot: policy was trained for 'crazyflie'" in cli.stderr
+    # a non-finite or out-of-range setpoint: refused before any process starts, named
+    for value, message in (("[.nan, 0, 1]", "bad.yaml: commands[0].position[0]: Input should "
+                                            "be a finite number (got nan)"),
+                           ("[0, 0, 5]", "bad.yaml: commands[0].position: outside the range "
+                                         "the policy was trained on (target_position: [2] 5 "
+                                         "not in [0, 2])")):
+        bad.write_text(f"duration_s: 22\ncommands: [{{at_s: 0, position: {value}}}]\n")
+        cli = subprocess.run([sys.executable, "-m", "simreal.cli", "hil", "--robot",
+                              "crazyflie", "--policy", str(HOVER), "--scenario", str(bad),
+                              "--out", str(tmp_path / "run")], capture_output=True, text=True,
+                             timeout=60)
+        assert cli.returncode == 2 and message in cli.stderr, cli.stderr
+        assert not (tmp_path / "run").exists()
+
+
+def _nan_policy(path: Path) -> Path:
+    """The hover policy with its output multiplied by NaN: the same contract (metadata), every
+    command non-finite."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(HOVER)
+    graph = model.graph
+    out = graph.output[0].name
+    for node in graph.node:
+        for i, name in enumerate(node.output):
+            if name == out:
+                node.output[i] = out + "_finite"
+    graph.initializer.append(helper.make_tensor("nan_scale", TensorProto.FLOAT, [],
+                                                [float("nan")]))
+    graph.node.append(helper.make_node("Mul", [out + "_finite", "nan_scale"], [out]))
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+    return path
+
+
+def test_a_policy_commanding_only_nan_fails(tmp_path):
+    """The reported false pass: a policy whose commands are all NaN never gets past the
+    node's soft start, the quadrotor sits on its pad (at the target), and the hover error is
+    0. `simreal hil` exits 1 and the report names the rules it broke."""
+    policy = _nan_policy(tmp_path / "nan.onnx")
+    scenario = tmp_path / "hover.yaml"  # hover.yaml, shorter
+    scenario.write_text((HIL / "hover.yaml").read_text().replace("duration_s: 10",
+                                                                 "duration_s: 4")
+                        .replace("from_s: 6, to_s: 10", "from_s: 2, to_s: 4"))
+    out = tmp_path / "run"
+    cli = subprocess.run([sys.executable, "-m", "simreal.cli", "hil", "--robot", "crazyflie",
+                          "--policy", str(policy), "--scenario", str(scenario), "--out",
+                          str(out)], capture_output=True, text=True, timeout=200)
+    assert cli.returncode == 1, cli.stderr[-2000:]
+    summary = json.loads(cli.stdout.strip().splitlines()[-1])
+    assert summary["passed"] is False
+    assert {k: summary["checks"][k] for k in ("left_soft_start", "moved", "finite_commands")} \
+        == {"left_soft_start": False, "moved": False, "finite_commands": False}
+    report = json.loads((out / "report.json").read_text())
+    assert "never left its soft start" in _check(report, "left_soft_start")["statement"]
+    assert "never lifted off" in _check(report, "moved")["statement"]
+    finite = _check(report, "finite_commands")
+    assert finite["policy_nonfinite"]["node-0"] > 100  # one a control period
+    # what went on the wire was the node's held safe command, every one of them
+    assert finite["sent_nonfinite"] == 0 and _check(report, "limits")["passed"] is True
+    assert _check(report, "commands_received")["passed"] is True
+    assert _check(report, "hover")["passed"] is None  # resting on the pad is not a hover
 
 
 def _events(out: Path) -> list[dict]:

@@ -498,3 +498,147 @@ def test_the_node_process_imports_neither_torch_nor_mujoco():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --- the robot did something; what the node sent -------------------------------------------------
+def test_scenario_expect_has_the_standing_thresholds(tmp_path):
+    from simreal.hil.config import ActivityCheck, CommandsCheck
+
+    sc = load_scenario(ROOT / "tests/assets/hil/hover.yaml")
+    assert sc.expect.activity == ActivityCheck() and sc.expect.commands == CommandsCheck()
+    assert sc.expect.commands.max_nonfinite == 0
+    assert sc.expect.commands.min_received_fraction == 0.5
+    still = tmp_path / "still.yaml"
+    still.write_text("duration_s: 2\nexpect: {activity: null, commands: {max_nonfinite: 3}}\n")
+    sc = load_scenario(still)
+    assert sc.expect.activity is None and sc.expect.commands.max_nonfinite == 3
+    still.write_text("duration_s: 2\nexpect: {commands: {min_received_fraction: 1.5}}\n")
+    with pytest.raises(HilConfigError, match=r"still.yaml: expect.commands.min_received_fraction"):
+        load_scenario(still)
+    still.write_text("duration_s: 2\nexpect: {activity: {min_travel_m: .nan}}\n")
+    with pytest.raises(HilConfigError, match=r"expect.activity.min_travel_m: .*finite"):
+        load_scenario(still)
+
+
+HOVER = ROOT / "tests" / "assets" / "hover_crazyflie.onnx"
+REACH = ROOT / "tests" / "assets" / "reach_panda.onnx"
+
+
+def test_scenario_commands_are_checked_before_anything_starts(crazyflie, tmp_path):
+    """Non-finite setpoints (the config base) and commands outside the policy's trained range
+    (prepare, against the contract) are refused with the file and field named; nothing is
+    written."""
+    from simreal.hil.harness import prepare
+
+    sc = tmp_path / "sp.yaml"
+    for value, match in (("[.nan, 0, 1]", r"sp.yaml: commands\[0\].position\[0\]: .*finite"),
+                         ("[0, .inf, 1]", r"sp.yaml: commands\[0\].position\[1\]: .*finite"),
+                         ("[0, 0, 5]", r"sp.yaml: commands\[0\].position: outside the range "
+                                       r"the policy was trained on \(target_position: \[2\] 5 "
+                                       r"not in \[0, 2\]\)")):
+        sc.write_text(f"duration_s: 2\ncommands: [{{at_s: 0, position: {value}}}]\n")
+        with pytest.raises(ValueError, match=match):
+            prepare(crazyflie, HOVER, sc, out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+    sc.write_text("duration_s: 2\ncommands: [{at_s: 0, position: [1, -1, 2]}]\n")  # the edge
+    assert prepare(crazyflie, HOVER, sc, out=tmp_path / "run").scenario.commands
+    panda = load_robot_dir(ROOT / "robots" / "panda")
+    # pointing down, either sign of the quaternion: the node takes the side nearest the range
+    for q in ("0, 1, 0, 0", "0, -1, 0, 0"):
+        sc.write_text(f"duration_s: 2\ncommands: [{{at_s: 0, pose: [0.45, 0, 0.35, {q}]}}]\n")
+        prepare(panda, REACH, sc, out=tmp_path / "p")
+    sc.write_text("duration_s: 2\ncommands: [{at_s: 0, pose: [0.45, 0, 0.35, 1, 0, 0, 0]}]\n")
+    with pytest.raises(ValueError, match=r"commands\[0\].pose: outside .*target_orientation"):
+        prepare(panda, REACH, sc, out=tmp_path / "p")
+    sc.write_text("duration_s: 2\ncommands: [{at_s: 0, pose: [0.9, 0, 0.35, 0, 1, 0, 0]}]\n")
+    with pytest.raises(ValueError, match=r"commands\[0\].pose: outside .*target_position: "
+                                         r"\[0\] 0.9 not in \[0.3, 0.6\]"):
+        prepare(panda, REACH, sc, out=tmp_path / "p")
+
+
+def test_intervals_length():
+    from simreal.hil.analysis import _intervals_length
+
+    assert _intervals_length([(0, 4), (6, 11)], [(0, 11)]) == 9
+    assert _intervals_length([(0, 4), (2, 6)], [(1, 3), (5, 10)]) == 3
+    assert _intervals_length([(0, 4)], []) == 0
+    assert _intervals_length([(3, 2)], [(0, 10)]) == 0
+
+
+def _synthetic_run(tmp_path: Path, *, policy_nan: int, state_nan_in_run: int, lifted: bool,
+                   received_every: int, nan_sent: int = 0) -> tuple:
+    """Records of a 2 s crazyflie run: a node at 100 Hz (its summary counting `policy_nan +
+    state_nan_in_run` non-finite commands, `state_nan_in_run` of them periods whose state was
+    non-finite while it ran), the robot receiving all but every `received_every`-th command."""
+    import time
+    from types import SimpleNamespace
+
+    from simreal.hil.analysis import load, node_runs
+    from simreal.hil.config import Scenario
+
+    t0 = time.time_ns()
+    ms = 1_000_000
+    robot = RecordWriter(tmp_path / "robot-0.rec", "robot-0")
+    node = RecordWriter(tmp_path / "node-0.rec", "node-0")
+    robot.event("robot_config", source="robot", physics_dt=0.005, command_timeout_s=0.5)
+    node.event("node_config", source="node", rate_hz=100.0, watchdog_periods=5,
+               soft_start_s=1.0, topics={"command": "/rotor_commands"})
+    node.event("mode", source="node", cycle=100, node_cycle=100, old="soft_start", new="run",
+               reason="soft start complete")
+    for i in range(200):
+        n = min(max(0, i - 149), state_nan_in_run)  # the state non-finite in periods 150..
+        node.cycle(cycle=i + 1, ready=True, fresh=True, stale=0, mode="run" if i >= 100
+                   else "soft_start", published=i + 1, nonfinite_state=n)
+        speed = np.full(4, np.nan) if i < nan_sent else np.full(4, 0.6)
+        cmd = codecs.multi_array(speed, "rotor_speed_fraction")
+        node.sent("/rotor_commands", cmd, cmd.serialize(), t_ns=t0 + 10 * ms * i + ms)
+        if i % received_every:
+            robot.received("/rotor_commands", cmd, t_ns=t0 + 10 * ms * i + 2 * ms)
+    if lifted:
+        robot.event("lift_off", source="robot", robot_time=0.3)
+    node.event("node_summary", source="node", nonfinite_commands=policy_nan + state_nan_in_run)
+    robot.close()
+    node.close()
+    data = load(tmp_path, t0)
+    account(data)
+    setup = SimpleNamespace(robot=load_robot_dir(CRAZYFLIE), real_robot=False,
+                            scenario=Scenario(duration_s=2.0))
+    return setup, data, node_runs(data)
+
+
+def test_activity_and_command_checks_of_a_run(tmp_path):
+    from simreal.hil.analysis import activity_checks, command_checks
+
+    (tmp_path / "a").mkdir()
+    setup, data, runs = _synthetic_run(tmp_path / "a", policy_nan=0, state_nan_in_run=3,
+                                       lifted=True, received_every=4)
+    metrics: dict = {}
+    left, moved = activity_checks(setup, data, runs, {}, metrics)
+    assert left["passed"] is True and left["run_at_s"] is not None
+    assert moved["passed"] is True and "lifted off" in moved["statement"]
+    finite, received = command_checks(setup, data, runs, metrics)
+    # the three non-finite states are the watchdog's, not the policy's
+    assert finite["passed"] is True and finite["policy_nonfinite"] == {"node-0": 0}
+    assert received["passed"] is True
+    assert received["fractions"]["/rotor_commands"] == pytest.approx(150 / 200, abs=0.02)
+
+
+def test_a_policy_that_never_drives_the_robot_fails_its_checks(tmp_path):
+    from simreal.hil.analysis import activity_checks, command_checks
+
+    (tmp_path / "b").mkdir()
+    setup, data, runs = _synthetic_run(tmp_path / "b", policy_nan=200, state_nan_in_run=0,
+                                       lifted=False, received_every=2, nan_sent=2)
+    for run in runs.values():  # the node never reached RUN
+        run["modes"] = []
+    metrics: dict = {}
+    left, moved = activity_checks(setup, data, runs, {}, metrics)
+    assert left["passed"] is False and "never left its soft start" in left["statement"]
+    assert moved["passed"] is False and "never lifted off" in moved["statement"]
+    finite, received = command_checks(setup, data, runs, metrics)
+    assert finite["passed"] is False and finite["policy_nonfinite"] == {"node-0": 200}
+    assert finite["sent_nonfinite"] == 2 and finite["received_nonfinite"] == 1
+    assert received["passed"] is True  # one in two: the floor
+    setup.scenario = setup.scenario.model_copy(update={"expect": setup.scenario.expect.model_copy(
+        update={"activity": None})})
+    assert [c["passed"] for c in activity_checks(setup, data, runs, {}, {})] == [None, None]

@@ -207,6 +207,26 @@ class JointTrajectory(IdlStruct, typename=_t("trajectory_msgs/msg/JointTrajector
     points: sequence[JointTrajectoryPoint] = field(default_factory=list)
 
 
+# --- type variants: one message, several XTypes definitions with the same bytes ---------------
+TYPE_VARIANTS: dict[type, tuple[type, ...]] = {}
+
+
+def add_type_variant(cls: type, *variants: type) -> None:
+    """Declare IDL classes that put `cls` on the wire byte for byte under the same type name but
+    with another XTypes type identifier (Unitree's SDK declares temperatures uint8 where
+    unitree_ros2 says int8): Cyclone matches endpoints by type identifier, so a DDS reader of
+    `cls` alone never hears a publisher of a variant. deploy/dds.py reads through every variant
+    (never writes through one); each variant must decode into `cls` objects."""
+    for v in variants:
+        if v.__idl_typename__ != cls.__idl_typename__:
+            raise ValueError(f"{v.__name__} is named {v.__idl_typename__}, not "
+                             f"{cls.__idl_typename__}: a variant differs in definition only")
+        if cdr.fixed_struct(v).format.lower() != cdr.fixed_struct(cls).format.lower():
+            raise ValueError(f"{v.__name__}: not the wire layout of {cls.__name__} (field "
+                             "types may differ in signedness only)")
+    TYPE_VARIANTS[cls] = TYPE_VARIANTS.get(cls, ()) + tuple(variants)
+
+
 def ros_type(cls: type) -> str:
     """The ROS 2 type name of a message class: `sensor_msgs/msg/JointState`."""
     return cls.__idl_typename__.replace("::dds_::", "/").replace("::", "/").rstrip("_")

@@ -21,6 +21,10 @@ Both messages are fixed-size: they go on and off the wire through hand-written c
 list of values into the C image (deploy/clayout.py `c_struct`). Decoded uint8 arrays are
 `bytes`, as cyclonedds' generic deserializer gives them.
 
+Unitree's SDK declares LowState's six temperature fields uint8 where unitree_ros2 (and
+LowState here) says int8: `LowStateSdk` is that definition, a type variant that the DDS
+transport also reads through (deploy/dds.py); LowCmd is the same in both.
+
 (No `from __future__ import annotations` here: cyclonedds reads the field types at run time.)
 """
 
@@ -37,7 +41,7 @@ from cyclonedds.idl.types import array, float32, int8, int16, int32, uint8, uint
 
 from simreal.deploy import cdr
 from simreal.deploy.clayout import c_struct
-from simreal.deploy.messages import ros_typename
+from simreal.deploy.messages import add_type_variant, ros_typename
 
 NUM_MOTORS = 20
 HEAD = (0xFE, 0xEF)
@@ -163,6 +167,80 @@ class LowCmd(IdlStruct, typename=ros_typename("unitree_go/msg/LowCmd")):
 MESSAGE_TYPES = (IMUState, MotorState, BmsState, LowState, MotorCmd, BmsCmd, LowCmd)
 
 
+# --- Unitree SDK's own LowState: the same bytes, uint8 temperatures ---------------------------
+# unitree_sdk2 (and unitree_sdk2py 1.0.1, generated from the same IDL) declares the six
+# temperature fields uint8 where unitree_ros2's .msg files (and LowState above) say int8. The
+# layouts agree byte for byte, but the XTypes type identifiers differ and Cyclone refuses to
+# match the two. The DDS transport reads rt/lowstate through both (deploy/dds.py, type
+# variants); these classes are only declared, never built: samples decode into LowState.
+@dataclass
+@annotate.final
+class IMUStateSdk(IdlStruct, typename=ros_typename("unitree_go/msg/IMUState")):
+    quaternion: array[float32, 4] = field(default_factory=lambda: [1.0, 0.0, 0.0, 0.0])
+    gyroscope: array[float32, 3] = field(default_factory=lambda: _z(3, 0.0))
+    accelerometer: array[float32, 3] = field(default_factory=lambda: _z(3, 0.0))
+    rpy: array[float32, 3] = field(default_factory=lambda: _z(3, 0.0))
+    temperature: uint8 = 0
+
+
+@dataclass
+@annotate.final
+class MotorStateSdk(IdlStruct, typename=ros_typename("unitree_go/msg/MotorState")):
+    mode: uint8 = 0
+    q: float32 = 0.0
+    dq: float32 = 0.0
+    ddq: float32 = 0.0
+    tau_est: float32 = 0.0
+    q_raw: float32 = 0.0
+    dq_raw: float32 = 0.0
+    ddq_raw: float32 = 0.0
+    temperature: uint8 = 0
+    lost: uint32 = 0
+    reserve: array[uint32, 2] = field(default_factory=lambda: _z(2))
+
+
+@dataclass
+@annotate.final
+class BmsStateSdk(IdlStruct, typename=ros_typename("unitree_go/msg/BmsState")):
+    version_high: uint8 = 0
+    version_low: uint8 = 0
+    status: uint8 = 0
+    soc: uint8 = 0
+    current: int32 = 0
+    cycle: uint16 = 0
+    bq_ntc: array[uint8, 2] = field(default_factory=lambda: _z(2))
+    mcu_ntc: array[uint8, 2] = field(default_factory=lambda: _z(2))
+    cell_vol: array[uint16, 15] = field(default_factory=lambda: _z(15))
+
+
+@dataclass
+@annotate.final
+class LowStateSdk(IdlStruct, typename=ros_typename("unitree_go/msg/LowState")):
+    head: array[uint8, 2] = field(default_factory=lambda: list(HEAD))
+    level_flag: uint8 = 0
+    frame_reserve: uint8 = 0
+    sn: array[uint32, 2] = field(default_factory=lambda: _z(2))
+    version: array[uint32, 2] = field(default_factory=lambda: _z(2))
+    bandwidth: uint16 = 0
+    imu_state: IMUStateSdk = field(default_factory=IMUStateSdk)
+    motor_state: array[MotorStateSdk, 20] = field(
+        default_factory=lambda: [MotorStateSdk() for _ in range(NUM_MOTORS)])
+    bms_state: BmsStateSdk = field(default_factory=BmsStateSdk)
+    foot_force: array[int16, 4] = field(default_factory=lambda: _z(4))
+    foot_force_est: array[int16, 4] = field(default_factory=lambda: _z(4))
+    tick: uint32 = 0
+    wireless_remote: array[uint8, 40] = field(default_factory=lambda: _z(40))
+    bit_flag: uint8 = 0
+    adc_reel: float32 = 0.0
+    temperature_ntc1: uint8 = 0
+    temperature_ntc2: uint8 = 0
+    power_v: float32 = 0.0
+    power_a: float32 = 0.0
+    fan_frequency: array[uint16, 4] = field(default_factory=lambda: _z(4))
+    reserve: uint32 = 0
+    crc: uint32 = 0
+
+
 # --- flat values: every primitive of a message in wire (and C image) order ------------------
 # Offsets into the flat tuples: LowState 349 values (motor i at 23 + 12 i), LowCmd 250 values
 # (motor i at 9 + 9 i). Tests check the order against cyclonedds' and rosbags' serializers.
@@ -236,6 +314,9 @@ def _build_low_cmd(v: Sequence, u8: type = bytes) -> LowCmd:
 _FLAT = {LowState: _flat_low_state, LowCmd: _flat_low_cmd}
 cdr.install_fixed(LowState, _flat_low_state, _build_low_state)
 cdr.install_fixed(LowCmd, _flat_low_cmd, _build_low_cmd)
+# the SDK's LowState decodes (uint8 temperatures read unsigned: 200 stays 200) into LowState
+cdr.install_fixed(LowStateSdk, _flat_low_state, _build_low_state)
+add_type_variant(LowState, LowStateSdk)
 
 # --- CRC ----------------------------------------------------------------------------------
 # CRC-32/MPEG-2 is CRC-32 (zlib's) run on bit-reversed bytes, with its register bit-reversed

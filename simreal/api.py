@@ -365,6 +365,84 @@ def evaluate(policy: str | Path, task: str | None = None, episodes: int = 100,
     return {"task": contract.task, "policy": str(policy), **result}
 
 
+def evaluate_tracking(policy: str | Path, task: str | None = None,
+                      commands: list[Any] | None = None, episodes: int | None = None,
+                      seed: int = 0, robot: str | None = None,
+                      task_config: dict[str, Any] | None = None,
+                      episode_s: float | None = None,
+                      settle_s: float | None = None) -> dict[str, Any]:
+    """The per-command tracking table of a velocity-tracking policy (go2-flat): each command
+    of `commands` (default evaluate.TRACKING_COMMANDS: vx 0.3, 0.5, 1.0, -0.5; vy +-0.3;
+    wz +-0.5) held for `episode_s` (20 s) from a standing start in `episodes` (10) seeded
+    episodes, run together (one env each) through the deploy runtime, with nominal dynamics
+    (no randomization, no pushes) and the task's sensor noise. Errors are measured after
+    `settle_s` (2 s). Returns {tracking: [{command, lin_vel_error, ang_vel_error, falls,
+    episodes, success_rate, ok}], tracking_ok, success_rate, targets, ...}."""
+    from simreal.deploy.policy import OnnxPolicy
+    ev = _evaluate_module()
+
+    onnx_policy = OnnxPolicy(policy)
+    contract = onnx_policy.contract
+    if task is not None and task != contract.task:
+        raise ContractError(f"{policy}: policy was trained for task {contract.task!r}, "
+                            f"not {task!r}")
+    commands = ev.check_commands(list(commands) if commands is not None
+                                 else list(ev.TRACKING_COMMANDS))
+    episodes = episodes or ev.TRACKING_EPISODES
+    episode_s = episode_s or ev.TRACKING_EPISODE_S
+    settle_s = ev.TRACKING_SETTLE_S if settle_s is None else settle_s
+    commands_cfg = getattr(get_task(contract.task).config_class.model_fields.get("commands"),
+                           "annotation", None)
+    if "fixed" not in getattr(commands_cfg, "model_fields", {}):
+        raise ValueError(f"task {contract.task!r} cannot hold a fixed velocity command "
+                         "(--tracking needs a velocity-tracking task such as go2-flat)")
+    base = _merged(evaluation_config(contract.task, task_config), {
+        "episode_s": episode_s, "randomization": {"enabled": False},
+        "init": {"joint_noise": 0.0, "base_speed": 0.0}})
+    rows = []
+    for i, command in enumerate(commands):
+        cfg = _merged(base, {"commands": {"fixed": list(command)}})
+        env = make_env(contract.task, episodes, seed + i, cfg, robot=robot)
+        if i == 0:
+            contract.check(env.robot)
+            check_task_contract(contract, env.contract(), str(policy),
+                                from_defaults=not task_config)
+        rows.append(ev.track_command(env, onnx_policy, command, settle_s))
+    return {"task": contract.task, "policy": str(policy), "episodes_per_command": episodes,
+            "episode_s": episode_s, "settle_s": settle_s, "dynamics": "nominal, sensor noise",
+            **ev.tracking_summary(rows)}
+
+
+def _evaluate_module():
+    """simreal.evaluate (the package attribute `simreal.evaluate` is this module's function)."""
+    import importlib
+
+    return importlib.import_module("simreal.evaluate")
+
+
+def sim2sim(policy: str | Path, robot: str, mjcf: str | Path | None = None,
+            variant: str | None = None, commands: list[Any] | None = None,
+            episodes: int | None = None, seed: int = 0, imu_site: str | None = None,
+            perturb: dict[str, float] | None = None, episode_s: float | None = None,
+            settle_s: float | None = None) -> dict[str, Any]:
+    """The tracking table (`evaluate_tracking`'s) against another MJCF of the robot (`mjcf`)
+    or a rebuilt variant of its own (`variant`: "hard"), with optional model edits
+    (`perturb`: friction, latency, strength, mass, damping); simreal/sim2sim.py and
+    docs/SIM2SIM.md. A model that lacks a joint, the floor or a free joint raises
+    Sim2SimError (a ValueError) naming it."""
+    from simreal import sim2sim as s2s
+    ev = _evaluate_module()
+
+    commands = ev.check_commands(list(commands) if commands is not None
+                                 else list(ev.TRACKING_COMMANDS))
+    return s2s.run_sim2sim(policy, get_robot(robot), mjcf=mjcf, variant=variant,
+                           commands=commands, episodes=episodes or ev.TRACKING_EPISODES,
+                           seed=seed, imu_site=imu_site,
+                           perturbation=s2s.Perturbation(**(perturb or {})),
+                           episode_s=episode_s or ev.TRACKING_EPISODE_S,
+                           settle_s=ev.TRACKING_SETTLE_S if settle_s is None else settle_s)
+
+
 def evaluation_config(task: str, task_config: dict[str, Any] | None) -> dict[str, Any]:
     """`task_config` without the settings its config class marks `train_only` (a start-state
     curriculum, staggered starts): evaluation measures the task as defined."""

@@ -1,5 +1,5 @@
-"""The `simreal` command line: train, export, eval, play, tasks, robots, deploy, hil, record,
-calibrate."""
+"""The `simreal` command line: train, export, eval, play, sim2sim, tasks, robots, deploy, hil,
+record, calibrate."""
 
 from __future__ import annotations
 
@@ -48,6 +48,14 @@ def _device(text: str) -> str:
     if kind == "cpu" and not index or kind == "cuda" and (not index or index.isdigit()):
         return text
     raise argparse.ArgumentTypeError(f"must be cpu, cuda or cuda:N, got {text!r}")
+
+
+class _GivenEpisodes(argparse.Action):
+    """--episodes, remembering that it was given (eval --tracking's default is 10)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.episodes_given = True
 
 
 def _domain_id(text: str) -> int:
@@ -146,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("eval", help="evaluate an ONNX policy through the deploy runtime")
     v.add_argument("policy", help="the ONNX policy")
     v.add_argument("--task", help="refuse the policy unless it was trained for this task")
-    v.add_argument("--episodes", type=_positive, default=1000,
-                   help="episodes (default 1000, as training's final evaluation)")
+    v.add_argument("--episodes", type=_positive, default=1000, action=_GivenEpisodes,
+                   help="episodes (default 1000, as training's final evaluation; with "
+                        "--tracking: per command, default 10)")
     v.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     v.add_argument("--json", action="store_true", help="print one JSON object")
     v.add_argument("--robot", help="robot name or folder (a calibrated run's RUN_DIR/robot); "
@@ -156,6 +165,47 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the task's settings the policy was trained with: a run's config.yaml "
                         "or a mapping (default: the task's defaults; training-only settings "
                         "are dropped)")
+    v.add_argument("--tracking", action="store_true",
+                   help="per-command tracking table: each command held 20 s from a standing "
+                        "start, nominal dynamics plus sensor noise, errors after a 2 s settle; "
+                        "JSON `tracking` rows and `tracking_ok` (docs/SIM2SIM.md)")
+    v.add_argument("--commands", metavar="FILE",
+                   help="with --tracking: the command table, YAML/JSON list of [vx, vy, wz] "
+                        "(default: vx 0.3, 0.5, 1.0, -0.5; vy +-0.3; wz +-0.5)")
+
+    s = sub.add_parser("sim2sim", help="the tracking table of an ONNX policy against another "
+                                       "MJCF of its robot (docs/SIM2SIM.md)",
+                       description="Run the policy through the deploy runtime against another "
+                       "MJCF of the robot: joints matched by robot.yaml's names, the model's "
+                       "own actuators on them replaced by robot.yaml's PD at the model's "
+                       "physics rate and torque limits. Exit 2 names what the model lacks "
+                       "(a joint, the floor, a free joint).")
+    s.add_argument("policy", help="the ONNX policy")
+    s.add_argument("--robot", required=True, help="registered robot name or robot folder")
+    other = s.add_mutually_exclusive_group(required=True)
+    other.add_argument("--mjcf", metavar="OTHER.xml", help="the other model of the robot")
+    other.add_argument("--variant", choices=["hard"],
+                       help="the robot's own MJCF rebuilt: hard = damping 2.0, frictionloss "
+                            "0.2, dt 0.002, elliptic cones (impratio 100), soft feet, 45.43 "
+                            "N m knees")
+    s.add_argument("--tracking", action="store_true",
+                   help="the full command table (default: one command, --command)")
+    s.add_argument("--commands", metavar="FILE",
+                   help="the command table from a YAML/JSON list of [vx, vy, wz]")
+    s.add_argument("--command", nargs=3, type=float, metavar=("VX", "VY", "WZ"),
+                   default=[0.5, 0.0, 0.0], dest="one_command",
+                   help="without --tracking or --commands: the one command (default 0.5 0 0)")
+    s.add_argument("--episodes", type=_positive, default=10,
+                   help="episodes per command (default 10)")
+    s.add_argument("--episode-s", type=float, default=20.0,
+                   help="seconds each command is held (default 20)")
+    s.add_argument("--imu-site", help="read orientation and gyro at this site (default: the "
+                                      "free joint's body)")
+    s.add_argument("--perturb", action="append", default=[], metavar="KEY=VALUE",
+                   help="a model edit, repeatable: friction=0.3, latency=0.04 (s), "
+                        "strength=0.8, mass=1.2 (scale), damping=2.5")
+    s.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    s.add_argument("--json", action="store_true", help="print one JSON object")
 
     w = sub.add_parser("play", help="watch an ONNX policy: the viewer, or a video where "
                                      "there is no display")
@@ -443,14 +493,61 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         print(json_text(result), file=out)
     elif args.command == "eval":
         task_config = api.load_task_config(args.task_config) if args.task_config else None
-        result = api.evaluate(args.policy, args.task, args.episodes, args.seed, args.robot,
-                              task_config)
-        if args.json:
-            print(json_text(result), file=out)
+        if args.commands and not args.tracking:
+            raise ValueError("--commands is the table of --tracking: add --tracking")
+        if args.tracking:
+            commands = _commands(args.commands)
+            episodes = args.episodes if getattr(args, "episodes_given", False) else None
+            result = api.evaluate_tracking(args.policy, args.task, commands, episodes,
+                                           args.seed, args.robot, task_config)
         else:
-            for key, value in result.items():
-                print(f"{key:24s} {value}", file=out)
+            result = api.evaluate(args.policy, args.task, args.episodes, args.seed,
+                                  args.robot, task_config)
+        _print_result(result, args.json, out)
+    elif args.command == "sim2sim":
+        commands = (_commands(args.commands) if args.commands or args.tracking
+                    else [args.one_command])
+        if args.episode_s <= 0:
+            raise ValueError(f"--episode-s must be positive, got {args.episode_s:g}")
+        result = api.sim2sim(args.policy, args.robot, args.mjcf, args.variant, commands,
+                             args.episodes, args.seed, args.imu_site,
+                             _perturbations(args.perturb), args.episode_s)
+        _print_result(result, args.json, out)
     return 0
+
+
+def _commands(path: str | None) -> list[Any] | None:
+    """A command table from --commands FILE (None: the default table)."""
+    from simreal.evaluate import load_commands
+
+    return load_commands(path) if path else None
+
+
+def _perturbations(items: list[str]) -> dict[str, float]:
+    """sim2sim's --perturb KEY=VALUE items as a mapping of numbers."""
+    out = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        try:
+            out[key] = float(text)
+        except ValueError:
+            sep = ""
+        if not sep or not key:
+            raise ValueError(f"--perturb {item!r}: write KEY=NUMBER (friction, latency, "
+                             "strength, mass, damping)")
+    return out
+
+
+def _print_result(result: dict[str, Any], as_json: bool, out: TextIO) -> None:
+    if as_json:
+        print(json_text(result), file=out)
+        return
+    for key, value in result.items():
+        if key == "tracking":
+            for row in value:
+                print(f"  {row}", file=out)
+        else:
+            print(f"{key:24s} {value}", file=out)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,11 @@ class Joint(_Strict):
     position_sensor: str | None = None
     velocity_sensor: str | None = None
     torque_sensor: str | None = None
+    # this joint's nominal passive dynamics where they differ from `physics.joint_*.nominal`
+    # (a calibrated robot's fitted values); the MJCF's joint must hold the same
+    damping: float | None = Field(default=None, ge=0)
+    frictionloss: float | None = Field(default=None, ge=0)
+    armature: float | None = Field(default=None, ge=0)
 
 
 class Foot(_Strict):
@@ -79,6 +84,7 @@ class Foot(_Strict):
     site: str
     contact_sensor: str
     position_sensor: str | None = None
+    geom: str | None = None  # its collision geom: needed by physics.foot_friction, foot_solimp
 
 
 class Contacts(_Strict):
@@ -86,6 +92,75 @@ class Contacts(_Strict):
 
     terminate: list[str] = []
     penalize: list[str] = []
+
+
+class Uncertain(_Strict):
+    """A physical parameter known only within a range: the MJCF holds `nominal`, training draws
+    a value from `range` per episode (uniform)."""
+
+    nominal: float
+    range: tuple[float, float]
+
+    @model_validator(mode="after")
+    def _nominal_in_range(self) -> Uncertain:
+        lo, hi = self.range
+        if not lo <= hi:
+            raise ValueError(f"range: low {lo:g} above high {hi:g}")
+        if not lo <= self.nominal <= hi:
+            raise ValueError(f"nominal {self.nominal:g} outside range [{lo:g}, {hi:g}]")
+        return self
+
+
+class UncertainVector(_Strict):
+    """A vector parameter known only within a segment: the MJCF holds `nominal`, training draws
+    one point t ~ U(0, 1) of the segment `range[0] + t (range[1] - range[0])` per episode (its
+    components vary together: e.g. a contact from stiff to soft)."""
+
+    nominal: list[float] = Field(min_length=1)
+    range: tuple[list[float], list[float]]
+
+    @model_validator(mode="after")
+    def _nominal_in_box(self) -> UncertainVector:
+        a, b = self.range
+        if not len(a) == len(b) == len(self.nominal):
+            raise ValueError(f"nominal and the range's ends need one length, not "
+                             f"{len(self.nominal)}, {len(a)}, {len(b)}")
+        for i, (x, lo, hi) in enumerate(zip(self.nominal, a, b, strict=True)):
+            if not min(lo, hi) <= x <= max(lo, hi):
+                raise ValueError(f"nominal[{i}] {x:g} outside the range's [{min(lo, hi):g}, "
+                                 f"{max(lo, hi):g}]")
+        return self
+
+
+class Physics(_Strict):
+    """Physical parameters a real robot differs in, each optional (any robot may carry them;
+    a legged task randomizes those given). Joint ones apply to every joint in `joints`
+    (a joint's own `damping` etc. overrides the nominal); foot ones to the feet's `geom`s and
+    the ground they touch."""
+
+    joint_damping: Uncertain | None = None  # N m s/rad (MuJoCo dof_damping)
+    joint_frictionloss: Uncertain | None = None  # N m (dof_frictionloss)
+    joint_armature: Uncertain | None = None  # kg m^2 (dof_armature: reflected rotor inertia)
+    foot_friction: Uncertain | None = None  # sliding friction coefficient (geom_friction[0])
+    foot_solimp: UncertainVector | None = None  # contact softness: solimp (dmin, dmax, width)
+
+    @model_validator(mode="after")
+    def _physical(self) -> Physics:
+        for name in ("joint_damping", "joint_frictionloss", "joint_armature", "foot_friction"):
+            p = getattr(self, name)
+            if p is not None and p.range[0] < 0:
+                raise ValueError(f"{name}.range: must not be negative")
+        if self.foot_friction is not None and self.foot_friction.range[0] <= 0:
+            raise ValueError("foot_friction.range: must be positive")
+        s = self.foot_solimp
+        if s is not None:
+            if len(s.nominal) != 3:
+                raise ValueError("foot_solimp: (dmin, dmax, width), 3 numbers")
+            for end in (s.nominal, *s.range):
+                if not (0 < end[0] < 1 and 0 < end[1] < 1 + 1e-12 and end[2] > 0):
+                    raise ValueError(f"foot_solimp: {end}: needs 0 < dmin, dmax <= 1 and "
+                                     "width > 0")
+        return self
 
 
 class DHRow(_Strict):
@@ -124,6 +199,16 @@ class RobotSpec(_Strict):
     feet: list[Foot] = []
     contacts: Contacts = Contacts()
     kinematics: Kinematics | None = None
+    physics: Physics = Physics()
+
+    def joint_nominal(self, i: int, field: str) -> float | None:
+        """Joint i's nominal `damping`, `frictionloss` or `armature`: its own, else
+        physics.joint_<field>'s, else None (the MJCF's, unchecked)."""
+        own = getattr(self.joints[i], field)
+        if own is not None:
+            return own
+        p = getattr(self.physics, f"joint_{field}")
+        return None if p is None else p.nominal
 
     @model_validator(mode="after")
     def _actuated(self) -> RobotSpec:
@@ -142,6 +227,13 @@ class RobotSpec(_Strict):
                 if absent:
                     raise ValueError(f"joints[{i}] ({j.name}): a legged robot's joint needs "
                                      f"{', '.join(absent)}")
+        if self.physics.foot_friction is not None or self.physics.foot_solimp is not None:
+            for i, f in enumerate(self.feet):
+                if f.geom is None:
+                    raise ValueError(f"feet[{i}] ({f.name}): physics.foot_friction and "
+                                     "foot_solimp need each foot's 'geom'")
+            if not self.feet:
+                raise ValueError("physics.foot_friction and foot_solimp need 'feet'")
         if self.kind == "arm":
             if self.kinematics is None:
                 raise ValueError("an arm needs 'kinematics'")
@@ -232,11 +324,14 @@ def _check_against_mjcf(robot: Robot) -> None:
     for role, name in spec.sensors.items():
         missing(f"sensors.{role}", name, sensors, "a sensor")
     sites = {el.get("name") for el in root.iter("site")}
+    geoms = {el.get("name") for el in root.iter("geom") if el.get("name")}
     for i, foot in enumerate(spec.feet):
         missing(f"feet[{i}].site", foot.site, sites, "a site")
         missing(f"feet[{i}].contact_sensor", foot.contact_sensor, sensors, "a sensor")
         if foot.position_sensor is not None:
             missing(f"feet[{i}].position_sensor", foot.position_sensor, sensors, "a sensor")
+        if foot.geom is not None:
+            missing(f"feet[{i}].geom", foot.geom, geoms, "a geom")
     for group in ("terminate", "penalize"):
         for i, name in enumerate(getattr(spec.contacts, group)):
             missing(f"contacts.{group}[{i}]", name, sensors, "a sensor")

@@ -108,3 +108,54 @@ def _check_model(robot: Robot, model: mujoco.MjModel, act: PDActuators) -> None:
     if problems:
         raise ActuatorMismatch(f"{robot.mjcf_path} disagrees with {robot.yaml_path}: " +
                                "; ".join(problems))
+
+
+class PhysicsMismatch(ValueError):
+    """The MJCF's joint or foot parameters disagree with robot.yaml's `physics` nominals."""
+
+
+def check_physics(robot: Robot, model: mujoco.MjModel) -> None:
+    """The compiled MJCF must hold robot.yaml's nominal joint damping, frictionloss and
+    armature (physics.joint_*, or a joint's own value) on every joint in `joints`, and its
+    nominal foot friction and solimp (physics.foot_*) on every foot's geom. A parameter
+    robot.yaml does not give is not checked. The message names each disagreeing field."""
+    spec, phys = robot.spec, robot.spec.physics
+    problems = []
+
+    def differ(have: float, want: float) -> bool:
+        return abs(float(have) - float(want)) > 1e-9 * max(1.0, abs(float(want)))
+
+    for i, joint in enumerate(spec.joints):
+        jid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, joint.name)
+        if jid < 0:
+            continue  # the description's own check names it
+        dof = int(model.jnt_dofadr[jid])
+        for field in ("damping", "frictionloss", "armature"):
+            want = spec.joint_nominal(i, field)
+            have = getattr(model, f"dof_{field}")[dof]
+            if want is not None and differ(have, want):
+                where = (f"joints[{i}].{field}" if getattr(joint, field) is not None
+                         else f"physics.joint_{field}.nominal")
+                problems.append(f"{joint.name} {field} is {have:g}, robot.yaml {where} gives "
+                                f"{want:g}")
+    for i, foot in enumerate(spec.feet):
+        if foot.geom is None:
+            continue
+        gid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, foot.geom)
+        if gid < 0:
+            problems.append(f"feet[{i}].geom: no geom {foot.geom!r}")
+            continue
+        if phys.foot_friction is not None and differ(model.geom_friction[gid, 0],
+                                                     phys.foot_friction.nominal):
+            problems.append(f"{foot.geom} friction is {model.geom_friction[gid, 0]:g}, "
+                            f"robot.yaml physics.foot_friction.nominal gives "
+                            f"{phys.foot_friction.nominal:g}")
+        if phys.foot_solimp is not None:
+            have = [float(x) for x in model.geom_solimp[gid, :3]]
+            if any(differ(h, w) for h, w in zip(have, phys.foot_solimp.nominal, strict=True)):
+                problems.append(f"{foot.geom} solimp is {' '.join(f'{h:g}' for h in have)}, "
+                                f"robot.yaml physics.foot_solimp.nominal gives "
+                                f"{' '.join(f'{w:g}' for w in phys.foot_solimp.nominal)}")
+    if problems:
+        raise PhysicsMismatch(f"{robot.mjcf_path} disagrees with {robot.yaml_path}: " +
+                              "; ".join(problems))

@@ -16,13 +16,23 @@ or a tilt past `tilt_limit_deg`; time-outs (20 s) are bootstrapped by the traine
 
 The actor sees what the robot senses, as deploy builds it: gyro, projected gravity (IMU
 quaternion), velocity command, joint positions relative to the default pose, joint velocities,
-last action; never the linear velocity. The critic adds, noise-free: body linear velocity, foot
-contact forces, friction, restitution, added mass, CoM offset, motor strengths, latency, and
-terrain heights around each foot relative to it.
+last action; never the linear velocity. It sees them as a real robot's state arrives: an
+episode's observation age (0-40 ms, whole physics steps) picks readings that old from a ring
+buffer of each physics step's sensors, and the IMU's per-episode biases (gyro, accelerometer,
+a tilt of the attitude estimate) and per-step noise are added. The critic adds, noise-free and
+current: body linear velocity, foot contact forces, every randomized parameter as a named term
+(normalized by its range), and terrain heights around each foot relative to it.
 
-Domain randomization (per episode): friction, restitution, trunk mass and CoM, motor strength,
-kp and kd, joint (encoder) offsets, command latency; per step: observation noise; every
-`push_interval_s`: a random push (a change of the trunk's horizontal velocity).
+Domain randomization (per episode): contact friction (feet and ground, 0.3-1.5), restitution
+and softness (solimp along robot.yaml's stiff-to-soft segment), trunk mass and CoM, the other
+links' masses (inertias scaled with them) and CoMs, joint damping (0-2.5 N m s/rad),
+frictionloss (0-0.3 N m) and armature, motor strength, kp and kd, joint (encoder) offsets,
+command latency (0-40 ms), observation age (0-40 ms), IMU biases; per step: observation noise;
+every `push_interval_s`: a random push (a change of the trunk's horizontal velocity). The
+model fields are written per env (both backends) and MuJoCo's derived constants recomputed
+for the reset envs only (set_const). The ranges of the robot's uncertain physics come from
+robot.yaml's `physics` unless the config gives them; a robot without them keeps its MJCF's
+values (the task checks those equal robot.yaml's nominals, naming a disagreeing field).
 
 Torch work per control step is a fixed, small set of batched ops on preallocated buffers: one
 float32 copy of sensordata, views into it, and no host syncs but the resample/reset checks.
@@ -38,10 +48,10 @@ import torch
 from pydantic import Field
 
 from simreal.core.config import StrictModel
-from simreal.core.spatial import GRAVITY, quat_to_matrix, wrap_angle, yaw_of
+from simreal.core.spatial import GRAVITY, quat_mul, quat_to_matrix, wrap_angle, yaw_of
 from simreal.deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
 from simreal.robots import Robot
-from simreal.sim.actuators import PDActuators
+from simreal.sim.actuators import PDActuators, check_physics
 from simreal.sim.rewards import State, action_rate
 from simreal.sim.threads import single_torch_thread
 from simreal.sim.vec_env import NoiseStd, TaskConfig, VecEnv, Weights
@@ -84,16 +94,35 @@ class InitConfig(StrictModel):
 
 
 class RandomizationConfig(StrictModel):
+    """Per-episode domain randomization. A range given as None is robot.yaml's
+    (`physics.<name>.range`); a robot without that parameter keeps its MJCF's value."""
+
     enabled: bool = True
-    friction: Range = (0.4, 1.25)
+    # contact friction of the robot's geoms and the ground (MuJoCo takes the larger of a
+    # pair's): None is physics.foot_friction.range, else (0.3, 1.5)
+    friction: Range | None = None
     restitution: Range = (0.0, 0.3)  # as a contact damping ratio (see _damping_ratio)
+    # contact softness: where on physics.foot_solimp's segment (0: its first end, stiff on the
+    # Go2; 1: its second, soft) the robot's and the ground's solimp lie
+    softness: Range = (0.0, 1.0)
     added_mass: Range = (-1.0, 2.0)  # kg on the trunk
     com_offset: float = 0.03  # m, uniform per axis
+    link_mass_scale: Range = (0.8, 1.2)  # the other links' masses, inertias scaled alike
+    link_com_offset: float = 0.01  # m, uniform per axis and link
+    joint_damping: Range | None = None  # N m s/rad per joint; None: physics.joint_damping
+    joint_frictionloss: Range | None = None  # N m per joint; None: physics.joint_frictionloss
+    joint_armature: Range | None = None  # kg m^2 per joint; None: physics.joint_armature
     motor_strength: Range = (0.9, 1.1)
     kp_scale: Range = (0.9, 1.1)
     kd_scale: Range = (0.9, 1.1)
     joint_offset: float = 0.02  # rad, uniform per joint (encoder calibration)
-    latency: Range = (0.0, 0.02)  # s, policy command to motor driver
+    latency: Range = (0.0, 0.04)  # s, policy command to motor driver (at most the MJCF's)
+    # s: how much older than the step's end the sensor readings the actor sees are (whole
+    # physics steps; a ring buffer of past readings per env)
+    observation_age: Range = (0.0, 0.04)
+    gyro_bias: float = 0.02  # rad/s, uniform per axis
+    accel_bias: float = 0.1  # m/s^2, uniform per axis
+    tilt_bias: float = 0.02  # rad, the IMU attitude estimate's roll and pitch errors (uniform)
     push_interval_s: float = 8.0
     push_velocity: float = 0.5  # m/s, uniform per horizontal axis
 
@@ -217,8 +246,7 @@ class LeggedVelocity(VecEnv):
         self._metric_inputs: tuple[torch.Tensor, ...] | None = None
         self.success = torch.zeros(n, dtype=torch.bool)
         self.cos_tilt_limit = math.cos(math.radians(cfg.tilt_limit_deg))
-        self._episode_params = torch.zeros(n, 9 + nj)  # the critic's, per episode
-        self._update_episode_params(torch.arange(n))
+        self._init_privileged_parameters()
 
     # --- the protocol, with the torch work on one thread ------------------------------------
     def step(self, actions: torch.Tensor):
@@ -282,7 +310,9 @@ class LeggedVelocity(VecEnv):
                                   dtype=torch.float32)
 
     def _init_randomization(self) -> None:
-        b, m, n = self.backend, self.backend.model, self.num_envs
+        b, m, n, spec = self.backend, self.backend.model, self.num_envs, self.robot.spec
+        rnd, phys, nj = self.cfg.randomization, spec.physics, self.num_actions
+        check_physics(self.robot, m)
         robot_geoms = [g for g in range(m.ngeom) if m.geom_bodyid[g] != 0]
         ground = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, self.ground_geom)
         if ground < 0:
@@ -292,13 +322,76 @@ class LeggedVelocity(VecEnv):
         self.geom_solref = b.model_field("geom_solref")
         self.body_mass = b.model_field("body_mass")
         self.body_ipos = b.model_field("body_ipos")
+        self.body_inertia = b.model_field("body_inertia")
+        self.dof_damping = b.model_field("dof_damping")
+        self.dof_frictionloss = b.model_field("dof_frictionloss")
+        self.dof_armature = b.model_field("dof_armature")
         self.nominal_mass = float(m.body_mass[self.trunk])
         self.nominal_ipos = torch.tensor(m.body_ipos[self.trunk])  # on the env's device
-        self.friction = torch.ones(n)
+        # the other links: every body of the robot but its base that has mass
+        self._links = torch.tensor([i for i in range(1, m.nbody) if i != self.trunk
+                                    and m.body_weldid[i] != 0 and m.body_mass[i] > 0],
+                                   dtype=torch.long)
+        links = self._links.cpu().numpy()
+        self.nominal_link_mass = torch.tensor(m.body_mass[links])
+        self.nominal_link_inertia = torch.tensor(m.body_inertia[links])
+        self.nominal_link_ipos = torch.tensor(m.body_ipos[links])
+        dofs = [int(m.jnt_dofadr[j]) for j in self._joint_ids]
+
+        # the ranges drawn from: the config's, else robot.yaml's (None: not randomized)
+        def resolve(name: str, fallback: Range | None = None) -> Range | None:
+            own = getattr(rnd, name)
+            if own is not None:
+                return tuple(own)
+            p = getattr(phys, "foot_friction" if name == "friction" else name)
+            return tuple(p.range) if p is not None else fallback
+
+        self._ranges: dict[str, Range | None] = {
+            "friction": resolve("friction", (0.3, 1.5)),
+            "joint_damping": resolve("joint_damping"),
+            "joint_frictionloss": resolve("joint_frictionloss"),
+            "joint_armature": resolve("joint_armature"),
+        }
+        # contact softness: solimp along robot.yaml's segment, on the ground and robot geoms
+        self.geom_solimp = b.model_field("geom_solimp") if phys.foot_solimp else None
+        if phys.foot_solimp is not None:
+            ends = torch.tensor(phys.foot_solimp.range, dtype=torch.float64)
+            self._solimp_ends = ends
+            span = ends[1] - ends[0]
+            nominal = torch.tensor(phys.foot_solimp.nominal, dtype=torch.float64)
+            k = int(span.abs().argmax())
+            t0 = float((nominal[k] - ends[0, k]) / span[k]) if span[k] != 0 else 0.0
+        else:
+            t0 = 0.0
+        # per env: what the episode drew (nominal values until the first draw)
+        self.friction = torch.full((n,), float(phys.foot_friction.nominal) if phys.foot_friction
+                                   else float(m.geom_friction[ground, 0]))
         self.restitution = torch.zeros(n)
+        self.softness = torch.full((n,), t0)
         self.added_mass = torch.zeros(n)
         self.com_offset = torch.zeros(n, 3)
-        self.joint_offset = torch.zeros(n, self.num_actions)
+        self.link_mass_scale = torch.ones(n, len(links))
+        self.link_com_offset = torch.zeros(n, len(links), 3)
+        # float64 as the model's (a nominal written back is the MJCF's value exactly)
+        self.joint_damping = torch.tensor(m.dof_damping[dofs]).repeat(n, 1)
+        self.joint_frictionloss = torch.tensor(m.dof_frictionloss[dofs]).repeat(n, 1)
+        self.joint_armature = torch.tensor(m.dof_armature[dofs]).repeat(n, 1)
+        self._dofs = torch.tensor(dofs, dtype=torch.long)
+        self.joint_offset = torch.zeros(n, nj)
+        self.gyro_bias = torch.zeros(n, 3)
+        self.accel_bias = torch.zeros(n, 3)
+        self.tilt_bias = torch.zeros(n, 2)  # rad about the world's x and y axes
+        self._tilt_quat = torch.zeros(n, 4)
+        self._tilt_quat[:, 0] = 1.0
+        # observation age: a ring of the last physics steps' sensor readings (float32)
+        self.physics_dt = float(m.opt.timestep)
+        max_age = round(rnd.observation_age[1] / self.physics_dt) if rnd.enabled else 0
+        self.obs_age = torch.zeros(n, dtype=torch.long)  # physics steps
+        self._ring: torch.Tensor | None = None
+        if max_age > 0:
+            self._ring = torch.zeros(max_age + 1, n, b.sensordata.shape[1])
+            self._ring_head = 0
+            self._env_index = torch.arange(n)
 
     # --- contract ---------------------------------------------------------------------------
     def policy_terms(self) -> list[ObsTerm]:
@@ -370,9 +463,11 @@ class LeggedVelocity(VecEnv):
         return {
             "base_lin_vel": s["lin_vel_body"],
             "foot_contact_force": s["foot_force"] * (1.0 / (self.nominal_mass * GRAVITY)),
-            "randomized_parameters": self._episode_params,
             "foot_height_scan": heights.reshape(self.num_envs, -1),
             "base_height": self._base_height(s)[:, None],
+            # what each env's episode drew, one named term per parameter (see
+            # _privileged_parameters): views into one per-episode buffer
+            **{name: self._episode_params[:, sl] for name, sl in self._param_slices.items()},
         }
 
     def _base_height(self, s: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -382,21 +477,58 @@ class LeggedVelocity(VecEnv):
             s["base_height"] = pos[:, 2] - self.terrain_height(pos[:, :2])
         return s["base_height"]
 
+    def _privileged_parameters(self, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The randomized parameters of envs `ids` as the critic sees them, by name: each
+        centred on its range's middle and divided by its half-width (so within [-1, 1])."""
+        rnd, a, r = self.cfg.randomization, self.actuators, self._ranges
+
+        def norm(x: torch.Tensor, rng: Range | None, nominal: float = 0.0) -> torch.Tensor:
+            if rng is None:
+                return (x - nominal).float()
+            mid, half = (rng[0] + rng[1]) / 2, max((rng[1] - rng[0]) / 2, 1e-9)
+            return ((x - mid) / half).float()
+
+        def sym(x: torch.Tensor, half: float) -> torch.Tensor:
+            return (x / half if half > 0 else x).float()
+
+        k = len(ids)
+        return {
+            "contact_friction": norm(self.friction[ids, None], r["friction"]),
+            "contact_restitution": norm(self.restitution[ids, None], rnd.restitution),
+            "contact_softness": norm(self.softness[ids, None], rnd.softness),
+            "trunk_added_mass": norm(self.added_mass[ids, None], rnd.added_mass),
+            "trunk_com_offset": sym(self.com_offset[ids], rnd.com_offset),
+            "link_mass_scale": norm(self.link_mass_scale[ids], rnd.link_mass_scale),
+            "link_com_offset": sym(self.link_com_offset[ids].reshape(k, -1),
+                                   rnd.link_com_offset),
+            "joint_damping": norm(self.joint_damping[ids], r["joint_damping"]),
+            "joint_frictionloss": norm(self.joint_frictionloss[ids], r["joint_frictionloss"]),
+            "joint_armature": norm(self.joint_armature[ids], r["joint_armature"]),
+            "joint_offset": sym(self.joint_offset[ids], rnd.joint_offset),
+            "motor_strength": norm(a.strength[ids], rnd.motor_strength),
+            "kp_scale": norm(a.kp_scale[ids], rnd.kp_scale),
+            "kd_scale": norm(a.kd_scale[ids], rnd.kd_scale),
+            "command_latency": norm(a.latency[ids, None], rnd.latency),
+            "observation_age": norm(self.obs_age[ids, None] * self.physics_dt,
+                                    rnd.observation_age),
+            "imu_bias": torch.cat([sym(self.gyro_bias[ids], rnd.gyro_bias),
+                                   sym(self.accel_bias[ids], rnd.accel_bias),
+                                   sym(self.tilt_bias[ids], rnd.tilt_bias)], -1),
+        }
+
+    def _init_privileged_parameters(self) -> None:
+        terms = self._privileged_parameters(torch.arange(self.num_envs))
+        self._param_slices: dict[str, slice] = {}
+        start = 0
+        for name, value in terms.items():
+            self._param_slices[name] = slice(start, start + value.shape[1])
+            start += value.shape[1]
+        self._episode_params = torch.cat(list(terms.values()), -1)  # the critic's, per episode
+
     def _update_episode_params(self, ids: torch.Tensor) -> None:
-        """The critic's per-episode parameters of envs `ids`, gathered once per episode:
-        friction, restitution, added mass, CoM offset, motor strengths, mean gain scales,
-        latency."""
-        a = self.actuators
-        self._episode_params[ids] = torch.cat([
-            self.friction[ids, None],
-            self.restitution[ids, None],
-            self.added_mass[ids, None],
-            self.com_offset[ids] * 10,
-            (a.strength[ids] - 1).float(),
-            (a.kp_scale[ids] - 1).float().mean(-1, keepdim=True),
-            (a.kd_scale[ids] - 1).float().mean(-1, keepdim=True),
-            a.latency[ids, None].float() * 50,
-        ], dim=-1)
+        """The critic's per-episode parameters of envs `ids`, gathered once per episode."""
+        self._episode_params[ids] = torch.cat(list(self._privileged_parameters(ids).values()),
+                                              -1)
 
     # --- dynamics ---------------------------------------------------------------------------
     def apply_actions(self, actions: torch.Tensor) -> None:
@@ -407,8 +539,33 @@ class LeggedVelocity(VecEnv):
         if rnd.enabled and rnd.push_velocity > 0 and self.control_steps % self.push_steps == 0:
             push = (torch.rand(self.num_envs, 2, generator=self.generator) * 2 - 1)
             b.qvel[:, :2] += (push * rnd.push_velocity).double()
-        b.step(self.decimation)
+        if self._ring is None:
+            b.step(self.decimation)
+        else:  # one physics step at a time, keeping each step's readings for the actor
+            ring = self._ring
+            for _ in range(self.decimation):
+                b.step(1)
+                self._ring_head = (self._ring_head + 1) % ring.shape[0]
+                ring[self._ring_head].copy_(b.sensordata)
         self._sensors = None
+
+    def perturb(self, signals: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The signals as the robot's estimator gives the actor them: readings as old as the
+        episode's observation age, the IMU's biases, then the per-step noise (VecEnv)."""
+        if not self.cfg.randomization.enabled:
+            return super().perturb(signals)
+        s = dict(signals)
+        if self._ring is not None:
+            ring = self._ring
+            aged = ring[(self._ring_head - self.obs_age) % ring.shape[0], self._env_index]
+            for key in ("orientation", "angular_velocity", "linear_acceleration", "joint_pos",
+                        "joint_vel", "joint_effort"):
+                s[key] = aged[:, self._cols[key]]
+            s["joint_pos"] = s["joint_pos"] + self.joint_offset
+        s["angular_velocity"] = s["angular_velocity"] + self.gyro_bias
+        s["linear_acceleration"] = s["linear_acceleration"] + self.accel_bias
+        s["orientation"] = quat_mul(self._tilt_quat, s["orientation"])  # a world-frame tilt
+        return super().perturb(s)
 
     def reward_state(self) -> dict[str, torch.Tensor]:
         s, c = self._read(), self.cfg
@@ -556,6 +713,8 @@ class LeggedVelocity(VecEnv):
         b.ctrl[ids] = 0.0
         b.forward(ids, forces=True)  # contact forces and torques too
         self._sensors = None
+        if self._ring is not None:  # no older readings than the first
+            self._ring[:, ids] = b.sensordata[ids].to(self._ring.dtype)
 
         self.prev_xy[ids] = origin[:, :2]
         self.last_joint_vel[ids] = 0.0
@@ -592,32 +751,72 @@ class LeggedVelocity(VecEnv):
 
     def _randomize(self, ids: torch.Tensor) -> None:
         rnd, g, n = self.cfg.randomization, self.generator, len(ids)
-        a = self.actuators
+        a, r, nj = self.actuators, self._ranges, self.num_actions
         if not rnd.enabled:
             return
 
         def u(low: float, high: float, *shape: int) -> torch.Tensor:
             return low + (high - low) * torch.rand(n, *shape, generator=g)
 
-        self.friction[ids] = u(*rnd.friction)
+        self.friction[ids] = u(*r["friction"])
         self.restitution[ids] = u(*rnd.restitution)
+        if self.geom_solimp is not None:
+            self.softness[ids] = u(*rnd.softness)
         self.added_mass[ids] = u(*rnd.added_mass)
         self.com_offset[ids] = u(-rnd.com_offset, rnd.com_offset, 3)
-        self.joint_offset[ids] = u(-rnd.joint_offset, rnd.joint_offset, self.num_actions)
-        a.strength[ids] = u(*rnd.motor_strength, self.num_actions).double()
-        a.kp_scale[ids] = u(*rnd.kp_scale, self.num_actions).double()
-        a.kd_scale[ids] = u(*rnd.kd_scale, self.num_actions).double()
+        nl = len(self._links)
+        self.link_mass_scale[ids] = u(*rnd.link_mass_scale, nl)
+        self.link_com_offset[ids] = u(-rnd.link_com_offset, rnd.link_com_offset, nl, 3)
+        for name in ("joint_damping", "joint_frictionloss", "joint_armature"):
+            if r[name] is not None:
+                getattr(self, name)[ids] = u(*r[name], nj).double()
+        self.joint_offset[ids] = u(-rnd.joint_offset, rnd.joint_offset, nj)
+        a.strength[ids] = u(*rnd.motor_strength, nj).double()
+        a.kp_scale[ids] = u(*rnd.kp_scale, nj).double()
+        a.kd_scale[ids] = u(*rnd.kd_scale, nj).double()
         a.offset[ids] = self.joint_offset[ids].double()
-        a.latency[ids] = u(*rnd.latency).double()
-        a.write(ids)
+        a.latency[ids] = u(*rnd.latency).double().clamp(max=a.max_latency)
+        if self._ring is not None:
+            steps = torch.round(u(*rnd.observation_age) / self.physics_dt).long()
+            self.obs_age[ids] = steps.clamp(0, self._ring.shape[0] - 1)
+        self.gyro_bias[ids] = u(-rnd.gyro_bias, rnd.gyro_bias, 3)
+        self.accel_bias[ids] = u(-rnd.accel_bias, rnd.accel_bias, 3)
+        tilt = u(-rnd.tilt_bias, rnd.tilt_bias, 2)
+        self.tilt_bias[ids] = tilt
+        half = tilt / 2  # rotation vector (x, y, 0) -> quaternion
+        angle = half.norm(dim=-1, keepdim=True)
+        axis_sin = torch.where(angle > 0, torch.sin(angle) / angle.clamp(min=1e-12), 1.0)
+        self._tilt_quat[ids] = torch.cat([torch.cos(angle), half * axis_sin,
+                                          torch.zeros(n, 1)], -1)
+        self.write_model(ids)
+
+    def write_model(self, ids: torch.Tensor) -> None:
+        """Write envs `ids`' parameters (this class's per-env tensors and the actuators') into
+        the backend's per-env model fields, recompute MuJoCo's derived constants for them
+        (masses, inertias, armature: set_const, `ids` only) and update the critic's terms."""
         rows, geoms = ids[:, None], self._contact_geoms[None, :]
         dtype = self.body_mass.dtype  # the backend's float type
         self.geom_friction[rows, geoms, 0] = self.friction[ids, None].to(dtype)
         self.geom_solref[rows, geoms, 1] = _damping_ratio(self.restitution[ids])[:, None].to(
             dtype)
+        if self.geom_solimp is not None:
+            ends = self._solimp_ends
+            t = self.softness[ids, None].double()
+            solimp = ends[0] + t * (ends[1] - ends[0])  # (k, 3)
+            self.geom_solimp[rows, geoms, :3] = solimp[:, None, :].to(dtype)
         self.body_mass[ids, self.trunk] = (self.nominal_mass + self.added_mass[ids]).to(dtype)
         self.body_ipos[ids, self.trunk] = (self.nominal_ipos + self.com_offset[ids]).to(dtype)
-        # the C engine's mass matrix reads constants derived from the masses: without this
-        # the added mass would weigh but not resist acceleration (sim/backend.py)
+        links, scale = self._links[None, :], self.link_mass_scale[ids].double()
+        self.body_mass[rows, links] = (self.nominal_link_mass * scale).to(dtype)
+        self.body_inertia[rows, links] = (self.nominal_link_inertia * scale[..., None]).to(dtype)
+        self.body_ipos[rows, links] = (self.nominal_link_ipos
+                                       + self.link_com_offset[ids].double()).to(dtype)
+        dofs = self._dofs[None, :]
+        self.dof_damping[rows, dofs] = self.joint_damping[ids].to(dtype)
+        self.dof_frictionloss[rows, dofs] = self.joint_frictionloss[ids].to(dtype)
+        self.dof_armature[rows, dofs] = self.joint_armature[ids].to(dtype)
+        self.actuators.write(ids)
+        # the C engine's mass matrix reads constants derived from the masses and armature:
+        # without this an added mass would weigh but not resist acceleration (sim/backend.py)
         self.backend.set_const(ids)
         self._update_episode_params(ids)

@@ -104,6 +104,8 @@ POLICY_NAMES = {
 TYPE_CONSISTENCY_POLICY = 24
 
 
+_CHECKING = threading.Lock()  # see _MatchWatch.check
+
 class TransportError(RuntimeError):
     pass
 
@@ -186,7 +188,6 @@ class _MatchWatch:
                                 on_offered_incompatible_qos=poke(MATCH_GRACE_S))
         participant = transport.participant
         self._own = participant.guid
-        self._checking = threading.Lock()
         self._builtin: dict[str, tuple[BuiltinDataReader, ReadCondition]] = {}
         builtin = {}
         for role, topic in (("publisher", BuiltinTopicDcpsPublication),
@@ -227,7 +228,9 @@ class _MatchWatch:
         return st.total_count, st.last_policy_id
 
     def check(self) -> None:
-        with self._checking:
+        # one check at a time in the process, whichever transport: cyclonedds' conversions of
+        # discovery data share class-level buffers (see _no_qos below)
+        with _CHECKING:
             self._check()
 
     def _check(self) -> None:

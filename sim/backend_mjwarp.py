@@ -18,9 +18,10 @@ What differs from the `mujoco` backend, and why:
   copy, as `Batch.expand` does. Batchable are the Model fields whose MuJoCo Warp type starts
   with `*` (159 in mujoco-warp 4.0: masses, inertias, CoMs, friction, solref/solimp, joint
   damping, armature and ranges, actuator gains, biases, force ranges and delays, gravity,
-  timestep, ...); other fields (sizes, ids, mesh data) raise. Masses and inertias act at once
-  (MuJoCo Warp's dynamics read them; the `mujoco` backend needs `set_const` for that, here it
-  does nothing); other derived constants (invweights, actuator_acc0) stay as compiled.
+  timestep, ...); other fields (sizes, ids, mesh data) raise. Masses, inertias and armature
+  act at once (MuJoCo Warp's dynamics read them; the `mujoco` backend needs `set_const` for
+  that); `set_const(ids)` recomputes the derived constants MuJoCo Warp also reads per world
+  (inverse weights, subtree masses, actuator_acc0) on the host with MuJoCo's mj_setConst.
 - `forward(ids)` runs MuJoCo Warp's forward dynamics on every world (it has no per-world
   mask) and then restores the sensors of the envs not in `ids`, so the other envs observe what
   `step()` left them, exactly as the `mujoco` backend's per-simulation forward does. Forward
@@ -38,7 +39,7 @@ What differs from the `mujoco` backend, and why:
   check the captured path against the eager one on the CPU.
 - Contact buffers are preallocated (`nconmax` contacts and `njmax` constraint rows per world):
   unless given, enough for every moving geom on the ground at once (`contact_capacity`: 40
-  contacts and 184 rows for the Go2, where MuJoCo Warp's own guess, 48 and 64, overflows
+  contacts and 190 rows for the Go2, where MuJoCo Warp's own guess, 48 and 64, overflows
   once it lies on its trunk) or MuJoCo Warp's guess if larger (a heightfield);
   `overflow()` reports worlds that ran out.
 
@@ -53,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 import mujoco
+import numpy as np
 import torch
 
 from simreal.sim.backend import BackendError, ModelLookup, compile_model
@@ -83,7 +85,8 @@ _PLANE_CONTACTS = {mujoco.mjtGeom.mjGEOM_SPHERE: 1, mujoco.mjtGeom.mjGEOM_ELLIPS
 
 def contact_capacity(model: mujoco.MjModel) -> tuple[int, int]:
     """(contacts, constraint rows) per world that hold every moving collidable geom touching
-    the ground at once, plus every friction-loss, limit and equality row: MuJoCo Warp's
+    the ground at once, plus a friction-loss row per dof (frictionloss may be randomized
+    above its compiled 0), every limit and equality row: MuJoCo Warp's
     defaults (48 and 64 for the Go2) hold a robot on its feet but overflow, dropping
     constraints, once it falls on its trunk and legs."""
     moving = [g for g in range(model.ngeom) if model.body_weldid[model.geom_bodyid[g]] != 0
@@ -92,7 +95,8 @@ def contact_capacity(model: mujoco.MjModel) -> tuple[int, int]:
     condim = int(model.geom_condim.max()) if model.ngeom else 1
     elliptic = model.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
     rows_per_contact = condim if (elliptic or condim == 1) else 2 * (condim - 1)
-    rows = (contacts * rows_per_contact + int((model.dof_frictionloss > 0).sum())
+    # every dof's friction-loss row: a task may randomize frictionloss above 0 per env
+    rows = (contacts * rows_per_contact + int(model.nv)
             + int(model.jnt_limited.sum()) + int(model.tendon_limited.sum()) + 6 * model.neq)
     return contacts, rows
 
@@ -212,11 +216,46 @@ class MjWarpBackend(ModelLookup):
         self._run("forward", lambda: self._mjw.forward(self._m, self._d))
         self.sensordata.copy_(torch.where(self._mask[:, None], self.sensordata, kept))
 
+    # MuJoCo's constants derived from masses, inertias and armature (mj_setConst) that MuJoCo
+    # Warp reads per world: the constraint regularization's inverse weights, subtree masses
+    # and the actuators' reference accelerations
+    DERIVED = ("body_subtreemass", "body_invweight0", "dof_invweight0", "tendon_invweight0",
+               "actuator_acc0")
+
     def set_const(self, ids: torch.Tensor) -> None:
-        """Nothing to do: MuJoCo Warp's dynamics read body_mass and body_inertia themselves
-        (a mass or inertia written per env acts at once, as on the `mujoco` backend after its
-        set_const). Its other derived constants (invweights, subtree masses, actuator_acc0)
-        stay as compiled: recomputing them per world would need them batched too."""
+        """Recompute the derived constants of worlds `ids` from their per-world fields, as
+        the `mujoco` backend's set_const does: MuJoCo Warp's dynamics read body_mass,
+        body_inertia and dof_armature themselves, but its constraint regularization reads the
+        inverse weights as compiled until they are recomputed (measured on go2-flat with
+        per-env link masses and armature: states 7e-3 apart from the `mujoco` backend's after
+        0.5 s without this). MuJoCo's C engine computes them on the host (mj_setConst on a
+        scratch model holding the world's fields): a host transfer of the expanded fields'
+        rows of `ids`, for resets only; nothing to do while no field is expanded."""
+        fields = [f for f in self._fields if f not in self.DERIVED
+                  and getattr(self.model, f, None) is not None]
+        if not fields or len(ids) == 0:
+            return
+        if not hasattr(self, "_const_model"):
+            import copy
+
+            self._const_model = copy.deepcopy(self.model)
+            self._const_data = mujoco.MjData(self._const_model)
+        m, d = self._const_model, self._const_data
+        ids_dev = ids.to(self.device)
+        rows = {f: self._fields[f][ids_dev].cpu().double().numpy() for f in fields}
+        derived = [f for f in self.DERIVED if getattr(m, f).size and f in self._batchable]
+        out = {f: [] for f in derived}
+        for k in range(len(ids)):
+            for f in fields:
+                getattr(m, f)[...] = rows[f][k].reshape(getattr(m, f).shape)
+            mujoco.mj_setConst(m, d)
+            for f in derived:
+                out[f].append(getattr(m, f).copy())
+        for f in derived:
+            view = self.model_field(f)
+            view[ids_dev] = torch.as_tensor(np.stack(out[f]), dtype=view.dtype,
+                                            device=self.device).reshape(len(ids),
+                                                                        *view.shape[1:])
 
     # --- diagnostics ------------------------------------------------------------------------
     def overflow(self) -> torch.Tensor:

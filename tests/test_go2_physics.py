@@ -321,3 +321,20 @@ def test_imu_biases_shift_the_actors_gyro_and_tilt_its_gravity():
     assert float(quat_angle(seen["orientation"][1], true["orientation"][1])) == pytest.approx(
         0.02, abs=1e-4)
     torch.testing.assert_close(seen["orientation"][0], true["orientation"][0])
+
+
+def test_forty_ms_latency_delays_the_drivers_command_by_eight_physics_steps():
+    env = make_env("go2-flat", num_envs=2, seed=0, config=QUIET)
+    env.reset()
+    act, b = env.actuators, env.backend
+    act.latency[:] = torch.tensor([0.0, 0.04])
+    act.write(torch.arange(2))
+    force = b.batch.bind("actuator_force")
+    b.step(1)
+    before = force[:, 2].copy()
+    b.ctrl[:, 2] = 1.0  # FR calf: a 20 N m step in the PD torque
+    jumped = []
+    for _ in range(10):
+        b.step(1)
+        jumped.append(abs(force[:, 2] - before) > 8.0)
+    assert [[bool(j[i]) for j in jumped].index(True) for i in range(2)] == [0, 8]

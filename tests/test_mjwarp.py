@@ -10,10 +10,12 @@ differences over the run (measured on this machine; the assertion messages print
 - quadrotor-hover (no contacts), 8 envs, 100 control steps (1 s) of random actions: qpos
   2.3e-6, qvel 1.2e-5; asserted below 1e-4 and 1e-3 (and rewards below 1e-4);
 - go2-flat (12 joints, ground contacts, PD actuators with per-env gains, latency, friction,
-  restitution, CoM), 4 envs, 25 control steps (0.5 s): qpos 6.2e-5, qvel 6.7e-4, rewards
-  3e-6; asserted below 1e-3, 2e-2 and 1e-3, with identical terminations. Contacts amplify
-  float32 rounding: by 100 steps (2 s) the go2 states are 2.5e-2 apart, as two float64 runs
-  with perturbed inputs would be.
+  restitution, softness, trunk and link masses and CoMs, joint damping, frictionloss,
+  armature, observation age), 4 envs, 25 control steps (0.5 s): qpos 1.2e-6, qvel 2.8e-5,
+  rewards 2.7e-8 (with set_const recomputing MuJoCo Warp's inverse weights too: 7e-3 and
+  0.27 without); asserted below 1e-3, 2e-2 and 1e-3, with identical terminations. Contacts
+  amplify float32 rounding: by 100 steps (2 s) the go2 states are 2.5e-2 apart, as two float64
+  runs with perturbed inputs would be.
 """
 
 from __future__ import annotations
@@ -96,6 +98,20 @@ def test_go2_flat_parity_with_the_mujoco_backend() -> None:
     _, warp, worst = _run_both("go2-flat", 4, 25, 0.5)
     assert worst["qpos"] < 1e-3 and worst["qvel"] < 2e-2 and worst["reward"] < 1e-3, worst
     assert not warp.backend.overflow().any(), "contact buffers overflowed"
+
+
+def test_go2_randomized_fields_act_on_mjwarp() -> None:
+    """Every field the legged task randomizes (joint damping, frictionloss, armature; link and
+    trunk masses, inertias and CoMs; contact friction, softness, restitution; motor strength,
+    kp, kd, latency) changes the dynamics on MuJoCo Warp too: one env per field, the same
+    initial state and targets as the nominal env (tests/test_go2_physics.py, which checks the
+    same on the mujoco backend; go2-flat's parity test above runs them all randomized)."""
+    from tests.test_go2_physics import FIELDS, MARGIN, field_effects
+
+    effects = field_effects("mjwarp", steps=20)
+    assert effects["control"] < 1e-6, effects
+    for field in FIELDS:
+        assert effects[field] > MARGIN, (field, effects)
 
 
 def test_model_fields_vary_per_env_and_forward_keeps_the_others_sensors() -> None:

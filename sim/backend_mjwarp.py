@@ -158,6 +158,7 @@ class MjWarpBackend(ModelLookup):
         self._batchable = batchable_fields()
         self._fields: dict[str, torch.Tensor] = {}
         self._graphs: dict[Any, Any] = {}
+        self._records: dict[int, torch.Tensor] = {}
         # live views, shared with MuJoCo Warp's arrays
         d = self._d
         self.qpos = wp.to_torch(d.qpos)
@@ -202,6 +203,19 @@ class MjWarpBackend(ModelLookup):
                 mjw.step(m, d)
 
         self._run(("step", nstep), steps)
+
+    def step_recording(self, nstep: int) -> torch.Tensor:
+        """step(nstep), returning every substep's sensordata, (num_envs, nstep, nsensordata)
+        (a buffer the next call overwrites), as the `mujoco` backend's does."""
+        out = self._records.get(nstep)
+        if out is None:
+            out = self._records[nstep] = torch.empty(
+                self.num_envs, nstep, self.sensordata.shape[1], dtype=self.sensordata.dtype,
+                device=self.device)
+        for k in range(nstep):
+            self.step(1)
+            out[:, k] = self.sensordata
+        return out
 
     def reset(self, ids: torch.Tensor) -> None:
         """Worlds `ids` back to the model's defaults (MuJoCo Warp's reset_data, masked)."""

@@ -392,6 +392,7 @@ class LeggedVelocity(VecEnv):
             self._ring = torch.zeros(max_age + 1, n, b.sensordata.shape[1])
             self._ring_head = 0
             self._env_index = torch.arange(n)
+            self._substeps = torch.arange(self.decimation)
 
     # --- contract ---------------------------------------------------------------------------
     def policy_terms(self) -> list[ObsTerm]:
@@ -541,12 +542,12 @@ class LeggedVelocity(VecEnv):
             b.qvel[:, :2] += (push * rnd.push_velocity).double()
         if self._ring is None:
             b.step(self.decimation)
-        else:  # one physics step at a time, keeping each step's readings for the actor
-            ring = self._ring
-            for _ in range(self.decimation):
-                b.step(1)
-                self._ring_head = (self._ring_head + 1) % ring.shape[0]
-                ring[self._ring_head].copy_(b.sensordata)
+        else:  # keeping each physics step's readings for the actor
+            ring, k = self._ring, self.decimation
+            readings = b.step_recording(k)  # (N, k, S)
+            slots = (self._ring_head + 1 + self._substeps) % ring.shape[0]
+            ring[slots] = readings.transpose(0, 1).to(ring.dtype)
+            self._ring_head = (self._ring_head + k) % ring.shape[0]
         self._sensors = None
 
     def perturb(self, signals: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

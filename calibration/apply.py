@@ -113,7 +113,9 @@ def calibrated_robot_dir(robot: Robot, calib: Calibration, out: str | Path,
                                        f"{joint.actuator!r} not found")
             for kind in ("damping", "frictionloss", "armature"):
                 if f"{joint.name}.{kind}" in v:
+                    # the MJCF and robot.yaml's per-joint nominal agree (the task checks it)
                     el.set(kind, _fmt(v[f"{joint.name}.{kind}"]))
+                    raw["joints"][j][kind] = float(_fmt(v[f"{joint.name}.{kind}"]))
             if f"{joint.name}.offset" in v:
                 e = calib.parameters[f"{joint.name}.offset"]
                 shift = e.value - float(el.get("ref", "0"))
@@ -239,6 +241,11 @@ def task_overrides(calib: Calibration, task_cls: type) -> dict[str, Any]:
     rel("mass", "mass")
     rel("thrust_coefficient", "thrust_coefficient")
     rel("motor_time_constant", "motor_time_constant")
+    for kind in ("damping", "frictionloss", "armature"):  # absolute ranges over the joints
+        spans = [calib.randomization[n] for n in calib.randomization if param_kind(n) == kind]
+        if f"joint_{kind}" in known and spans:
+            rnd[f"joint_{kind}"] = [round(max(0.0, min(lo for lo, _ in spans)), 6),
+                                    round(max(hi for _, hi in spans), 6)]
     w = _absolute(calib, "offset")
     if "joint_offset" in known and w is not None:
         rnd["joint_offset"] = round(w, 6)

@@ -201,6 +201,12 @@ def test_calibrated_robot_dir_overrides_description(tmp_path, go2):
     act = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_ACTUATOR, joints["RR_calf_joint"].actuator)
     assert m.actuator_forcerange[act] == pytest.approx([-30.5, 30.5])
     assert m.actuator_delay[act] == pytest.approx(0.01)
+    # robot.yaml carries the same per-joint values, so the task takes the calibrated robot
+    assert joints["FR_hip_joint"].damping == pytest.approx(0.25)
+    from simreal.api import make_env
+
+    env = make_env("go2-flat", 2, 0, robot=str(robot.directory))
+    assert env.num_envs == 2
 
     with pytest.raises(FileExistsError, match="already holds files"):
         calibrated_robot_dir(go2, calib, tmp_path / "robot")
@@ -237,6 +243,11 @@ def test_task_overrides_from_ranges(go2, crazyflie):
     assert rnd["motor_strength"] == pytest.approx([0.87, 1.13])
     assert rnd["latency"] == pytest.approx([0.007, 0.013])
     assert rnd["joint_offset"] == pytest.approx(0.005)
+    calib = _calib(go2, {"FR_hip_joint.damping": (0.5, 0.1, 0.0),
+                         "FL_hip_joint.damping": (0.05, 0.1, 0.0)})
+    rnd = task_overrides(calib, walk)["randomization"]
+    # absolute ranges over the joints, never below zero
+    assert rnd["joint_damping"] == pytest.approx([0.0, 0.5 + 3 * 0.1])
 
 
 def test_command_delay_holds_whole_commands(tmp_path, go2_log, go2):

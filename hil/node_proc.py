@@ -55,7 +55,9 @@ class RecordedNode(DeployNode):
         self._changes = len(s.changes)
         self.rec.cycle(cycle=self.cycles, ready=self.ready, fresh=self._fresh,
                        stale=self.stale_periods, mode=s.mode.value, published=self.published,
-                       nonfinite_state=self.nonfinite_state)
+                       nonfinite_state=self.nonfinite_state,
+                       # the count so far: a node killed by a crash fault writes no summary
+                       nonfinite_commands=s.nonfinite_events)
         return out
 
 

@@ -42,6 +42,7 @@ from simreal.deploy.observation import ObservationBuilder
 from simreal.deploy.terms import Signals
 from simreal.robots import Robot
 from simreal.sim.rewards import RewardFn
+from simreal.sim.threads import single_torch_thread
 
 Weights = dict[str, float]  # reward term -> weight
 NoiseStd = dict[str, NonNegativeFloat]  # signal -> standard deviation of its noise
@@ -108,6 +109,8 @@ class VecEnv(ABC):
     reward_functions: ClassVar[dict[str, RewardFn]] = {}
     # weights per second of simulated time (legged_gym's convention): times the period
     rewards_per_second: ClassVar[bool] = False
+    # step() and reset() run their torch work on one thread (sim/threads.py says why)
+    one_torch_thread: ClassVar[bool] = False
 
     def __init__(self, robot: Robot, cfg: TaskConfig, num_envs: int, seed: int,
                  backend: str = "mujoco", device: str | torch.device = "cpu"):
@@ -267,6 +270,12 @@ class VecEnv(ABC):
         if self.device.type != "cpu" and torch.get_default_device() != self.device:
             with self.on_device():
                 return self.reset()
+        if self.one_torch_thread:
+            with single_torch_thread():
+                return self._reset_all()
+        return self._reset_all()
+
+    def _reset_all(self) -> TensorDict:
         self._reset(torch.arange(self.num_envs, device=self.device))
         self.obs_builder.reset()
         self.critic_builder.reset()
@@ -282,6 +291,13 @@ class VecEnv(ABC):
         if self.device.type != "cpu" and torch.get_default_device() != self.device:
             with self.on_device():
                 return self.step(actions)
+        if self.one_torch_thread:
+            with single_torch_thread():
+                return self._step(actions)
+        return self._step(actions)
+
+    def _step(self, actions: torch.Tensor
+              ) -> tuple[TensorDict, torch.Tensor, torch.Tensor, dict]:
         if self._obs is None:
             self.reset()
         clip = self.action_clip

@@ -98,6 +98,7 @@ def solve_ik(kin: Kinematics, q: torch.Tensor, position: torch.Tensor,
 class ArmTask(VecEnv):
     robot_name = "panda"
     config_class = ArmConfig
+    one_torch_thread = True
     cfg: ArmConfig
     # sensor roles (robot.yaml `sensors`) the task reads; others may be absent from its model
     sensor_roles: tuple[str, ...] = ("ee_position", "ee_orientation", "ee_linear_velocity",
@@ -147,15 +148,6 @@ class ArmTask(VecEnv):
         self.damping = self.nominal_damping.expand(n, -1).clone().float()
         self._sensors: dict[str, torch.Tensor] | None = None
         self.success = torch.zeros(n, dtype=torch.bool)
-
-    # --- the protocol, with the torch work on one thread (see single_torch_thread) ----------
-    def step(self, actions: torch.Tensor):
-        with single_torch_thread():
-            return super().step(actions)
-
-    def reset(self):
-        with single_torch_thread():
-            return super().reset()
 
     # --- what a task provides beyond VecEnv's -----------------------------------------------
     def _build_model(self) -> mujoco.MjModel | None:

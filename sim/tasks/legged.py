@@ -53,7 +53,6 @@ from simreal.deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyCon
 from simreal.robots import Robot
 from simreal.sim.actuators import PDActuators, check_physics
 from simreal.sim.rewards import State, action_rate
-from simreal.sim.threads import single_torch_thread
 from simreal.sim.vec_env import NoiseStd, TaskConfig, VecEnv, Weights
 
 # what `simreal train go2-flat` uses unless told otherwise. Measured on 2 cores
@@ -205,6 +204,7 @@ class LeggedVelocity(VecEnv):
     train_defaults = TRAIN_DEFAULTS
     reward_functions = REWARDS
     rewards_per_second = True
+    one_torch_thread = True
     ground_geom = "floor"
 
     def __init__(self, robot: Robot, cfg: LeggedConfig, num_envs: int, seed: int,
@@ -247,15 +247,6 @@ class LeggedVelocity(VecEnv):
         self.success = torch.zeros(n, dtype=torch.bool)
         self.cos_tilt_limit = math.cos(math.radians(cfg.tilt_limit_deg))
         self._init_privileged_parameters()
-
-    # --- the protocol, with the torch work on one thread ------------------------------------
-    def step(self, actions: torch.Tensor):
-        with single_torch_thread():
-            return super().step(actions)
-
-    def reset(self):
-        with single_torch_thread():
-            return super().reset()
 
     # --- what a terrain variant overrides ---------------------------------------------------
     def _build_model(self) -> mujoco.MjModel | None:

@@ -465,6 +465,13 @@ def check_task_contract(policy, env, source: str, from_defaults: bool = False) -
                             f"environment's{hint}:\n  " + "\n  ".join(problems))
 
 
+def check_task_config(task: str, settings: dict[str, Any], where: str) -> None:
+    """Validate task settings (on top of the task's defaults) naming `where` they came from."""
+    cls = get_task(task)
+    validate_model(_merged(cls.config_class().model_dump(mode="json"), settings),
+                   cls.config_class, where)
+
+
 def load_task_config(path: str | Path) -> dict[str, Any]:
     """A task configuration from YAML: a run's config.yaml (its `task_config`) or a mapping of
     the task's settings."""

@@ -477,7 +477,10 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
             task, overrides = None, [task, *overrides]
         task_config, algo_config = parse_overrides(overrides)
         if args.task_config:
-            task_config = api._merged(api.load_task_config(args.task_config), task_config)
+            from_file = api.load_task_config(args.task_config)
+            if task is not None:  # a bad value names the file it came from
+                api.check_task_config(task, from_file, args.task_config)
+            task_config = api._merged(from_file, task_config)
         summary = api.train(task, args.algo, args.envs, args.steps, args.seed, args.out,
                             args.resume, args.eval_episodes, progress=not args.no_progress,
                             task_config=task_config or None,

@@ -40,6 +40,16 @@ def test_bad_overrides_are_refused_naming_the_field(tmp_path, capsys, override, 
     assert not run.exists()  # nothing half-made
 
 
+def test_a_bad_task_config_file_is_named_with_its_field(tmp_path, capsys):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("episode_s: .nan\n")
+    assert main(["train", "quadrotor-hover", "--task-config", str(cfg), "--out",
+                 str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yaml: episode_s:" in err and "nan" in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_task_config_file_and_overrides_reach_the_run(tmp_path, capsys):
     cfg = tmp_path / "task.yaml"
     cfg.write_text("episode_s: 2.0\n")

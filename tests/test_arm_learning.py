@@ -3,7 +3,6 @@ within a fixed step budget and seed (arm-reach with narrowed target ranges, so t
 fits in about a minute on 2 cores). Judged on the exported ONNX policy through the deploy
 runtime, as `simreal eval` does; an untrained policy ends ~20 cm and ~25 degrees away."""
 
-import pytest
 
 from simreal.api import train
 
@@ -12,7 +11,6 @@ EASY = {"target": {"x": [0.4, 0.5], "y": [-0.1, 0.1], "z": [0.3, 0.45], "yaw": 0
                    "tilt": 0.1}}
 
 
-@pytest.mark.slow
 def test_ppo_learns_to_reach_within_its_budget(tmp_path):
     summary = train("arm-reach", algo="ppo", envs=512, steps=STEPS, seed=0,
                     out=tmp_path / "run", eval_episodes=200, progress=False, task_config=EASY)

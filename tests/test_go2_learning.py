@@ -6,7 +6,6 @@ episode, weights 1.5 and 0.75) must rise from what a flailing initial policy ear
 episodes end in falls within a second or two) to above TRACKING_LEVEL.
 """
 
-import pytest
 
 from simreal.api import train
 
@@ -14,7 +13,6 @@ ENVS, STEPS = 512, 983_040  # 80 PPO iterations of 512 envs x 24 steps
 TRACKING_LEVEL = 0.3  # a policy that only stands, never falling, earns ~0.5 (measured)
 
 
-@pytest.mark.slow
 def test_ppo_go2_flat_tracking_reward_rises(tmp_path):
     history: list[dict[str, float]] = []
 

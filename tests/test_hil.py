@@ -293,16 +293,18 @@ def test_go2_native_node_restart_clock_jump_duplicates_reordering(go2, go2_stand
 @WALK_RERUNS
 def test_go2_walks_forward_at_half_a_metre_per_second(go2, go2_walk, tmp_path):
     report = _run(go2, go2_walk, tmp_path / "run", HIL / "walk.yaml")
-    assert report["metrics"]["velocity"]["mean_error_m_s"] < 0.15
+    # the asset's own tracking at 0.5 m/s is 0.153 m/s mean error (simreal eval --tracking,
+    # tests/assets/README.md): the node must not add more than a few cm/s to it
+    assert report["metrics"]["velocity"]["mean_error_m_s"] < 0.2
     assert report["passed"], [c for c in report["checks"] if c["passed"] is False]
 
 
 def test_cli_against_a_robot_it_did_not_start(crazyflie, tmp_path):
     """`simreal hil --real-robot`: the robot is someone else's process (here the HIL robot run
-    alone, as `python -m hil.robot`); the harness runs the node, the scenario and the
+    alone, as `python -m simreal.hil.server`); the harness runs the node, the scenario and the
     report without robot-side records."""
     domain = 201 + os.getpid() % 30  # away from the harness's own choices (1..200)
-    robot = subprocess.Popen([sys.executable, "-m", "simreal.hil.robot", "--robot", "crazyflie",
+    robot = subprocess.Popen([sys.executable, "-m", "simreal.hil.server", "--robot", "crazyflie",
                               "--domain-id", str(domain), "--state-rate-hz", "100",
                               "--max-s", "150"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -5,14 +5,12 @@ cover slower seeds); success is judged on the exported ONNX policy through the d
 as `simreal eval` does.
 """
 
-import pytest
 
 from simreal.api import train
 
 BUDGET = 800_000
 
 
-@pytest.mark.slow
 def test_sac_hover_reaches_90_percent_success(tmp_path):
     summary = train("quadrotor-hover", algo="sac", steps=BUDGET, seed=0, out=tmp_path / "run",
                     eval_episodes=300, progress=False)

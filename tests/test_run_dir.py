@@ -132,3 +132,19 @@ def test_a_signal_writes_a_checkpoint_and_exits_128_plus_its_number(tmp_path, si
     ckpt = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
     assert ckpt["env_steps"] > 0 and not (run / "policy.onnx").exists()
     assert not (run / "summary.json").exists()
+
+
+def test_a_full_disk_inside_torch_save_is_an_os_error(tmp_path, monkeypatch):
+    from simreal.train.checkpoint import save_atomic
+
+    def full(obj, f, *a, **k):  # as torch's zip writer reports ENOSPC
+        try:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc] unexpected pos") from None
+
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(OSError) as exc:
+        save_atomic({}, tmp_path / "x.pt")
+    assert exc.value.errno == errno.ENOSPC
+    assert list(tmp_path.iterdir()) == []  # no temporary file left

@@ -27,8 +27,12 @@ def save_atomic(obj: Any, path: Path) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        # torch's zip writer turns a full disk into a RuntimeError whose cause is the OSError:
+        # raise that, so that the caller can name the path and the reason in one line
+        if isinstance(exc, RuntimeError) and isinstance(exc.__context__, OSError):
+            raise exc.__context__ from None
         raise
 
 

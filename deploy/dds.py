@@ -39,6 +39,7 @@ calls, gives that thread the loop's short scheduler slice (deploy/loop.py).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import threading
@@ -104,7 +105,7 @@ POLICY_NAMES = {
 TYPE_CONSISTENCY_POLICY = 24
 
 
-_CHECKING = threading.Lock()  # see _MatchWatch.check
+_CHECKING = threading.RLock()  # see _MatchWatch.check and Transport.close
 
 class TransportError(RuntimeError):
     pass
@@ -338,6 +339,38 @@ class Transport(TransportBase):
         self.participant = DomainParticipant(domain_id)
         self._topics: dict[tuple[str, type], Topic] = {}
         self._watch = _MatchWatch(self)
+
+    def close(self) -> None:
+        """Delete the participant and everything under it, its listeners detached first.
+
+        Left to the garbage collector, this deadlocked the test process once: deleting an
+        endpoint makes Cyclone call the discovery listener on the deleting thread, and the
+        listener's Python wrapper can start a collection that deletes another entity from
+        inside that delete. Detached listeners and no collection while deleting rule it out.
+        """
+        participant = getattr(self, "participant", None)
+        if participant is None:
+            return
+        self.participant = None
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            with _CHECKING:  # no match check reads the entities while they go
+                watch = getattr(self, "_watch", None)
+                if watch is not None:
+                    endpoints = [r for r, _ in watch._builtin.values()]
+                    for group in (*watch.readers.values(), *watch.writers.values()):
+                        endpoints += group
+                    watch._builtin, watch.readers, watch.writers = {}, {}, {}
+                    for endpoint in endpoints:
+                        endpoint.set_listener(None)
+                participant.__del__()  # dds_delete: every child entity goes with it
+        finally:
+            if collecting:
+                gc.enable()
+
+    def __del__(self) -> None:
+        self.close()
 
     @property
     def mismatches(self) -> list[Mismatch]:

@@ -126,6 +126,23 @@ def test_quadrotor_holds_a_hover(crazyflie, tmp_path):
     assert per_topic["/hil/ground_truth"] > 500 and per_topic["/hil/events"] > 3
 
 
+# The hover policy is trained with command latency, observation age and command loss
+# (sim/tasks/quadrotor_hover.py, TRAIN_LINK), so it holds the hover, not only the safety
+# rules, through the link's faults, in lock-step and on the node's own timer.
+@pytest.mark.parametrize("scenario,faults", [
+    ("hover.yaml", "delay20.yaml"),
+    ("hover_timer.yaml", None),
+    ("hover_timer.yaml", "delay20.yaml"),
+])
+def test_quadrotor_holds_a_hover_through_the_link(crazyflie, tmp_path, scenario, faults):
+    report = _run(crazyflie, HOVER, tmp_path / "run", HIL / scenario,
+                  HIL / faults if faults else None)
+    assert report["passed"], [c for c in report["checks"] if c["passed"] is False]
+    assert _check(report, "moved")["lift_off_s"], "the hover must start with a take-off"
+    assert report["metrics"]["hover"]["max_error_m"] < 0.1
+    _balanced(report["messages"])
+
+
 @pytest.fixture(scope="module")
 def go2_walk(go2) -> Path:
     if not GO2_WALK.exists():
@@ -444,8 +461,8 @@ def _nan_policy(path: Path) -> Path:
 
 def test_a_policy_commanding_only_nan_fails(tmp_path):
     """The reported false pass: a policy whose commands are all NaN never gets past the
-    node's soft start, the quadrotor sits on its pad (at the target), and the hover error is
-    0. `simreal hil` exits 1 and the report names the rules it broke."""
+    node's soft start, the quadrotor sits on its pad (then at the target), and the hover
+    error was 0. `simreal hil` exits 1 and the report names the rules it broke."""
     policy = _nan_policy(tmp_path / "nan.onnx")
     scenario = tmp_path / "hover.yaml"  # hover.yaml, shorter
     scenario.write_text((HIL / "hover.yaml").read_text().replace("duration_s: 10",

@@ -39,11 +39,8 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.double() - b.double()).abs().max().item()
 
 
-# go2 calls set_const after writing per-env masses, so every randomization is on. Hover does
-# not yet (docs/SCALING.md): the `mujoco` backend's mass matrix ignores its per-env masses and
-# inertias, MuJoCo Warp's does not, so those two are off here.
-PARITY_CONFIG: dict[str, dict] = {
-    "quadrotor-hover": {"randomization": {"mass": [1, 1], "inertia": [1, 1]}}, "go2-flat": {}}
+# both tasks call set_const after writing per-env masses, so every randomization is on
+PARITY_CONFIG: dict[str, dict] = {"quadrotor-hover": {}, "go2-flat": {}}
 
 
 def _run_both(task: str, n: int, steps: int, scale: float, seed: int = 3):

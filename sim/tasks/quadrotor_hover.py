@@ -1,10 +1,12 @@
 """quadrotor-hover: fly to a target and hold it, from a random initial state.
 
 Actions are four normalized rotor-speed commands (the contract maps a = 0 to the nominal
-hover speed) through a first-order motor model; MuJoCo receives each rotor's thrust. The actor
-sees what an onboard estimator gives (position error, rotation matrix, linear and angular
-velocity, last action), with noise; the critic sees the same without noise plus the true motor
-speeds, mass, inertia, thrust and motor-lag scales and the disturbance force.
+hover speed) through the link (sim/delays.py: late, or lost and held) and a first-order motor
+model; MuJoCo receives each rotor's thrust. The actor sees what an onboard estimator gives
+(position error, rotation matrix, linear and angular velocity, its last actions), with noise,
+as old as the episode's observation age; the critic sees the same, current and without noise,
+plus the true motor speeds, mass, inertia, thrust and motor-lag scales, the disturbance force
+and the link's latency, age and loss.
 
 An episode succeeds when, over its last second, the position error stays below 0.1 m and the
 speed below 0.2 m/s, with no crash (leaving a 2 m sphere around the target, an upside-down
@@ -17,31 +19,38 @@ import math
 from typing import Any
 
 import torch
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from simreal.core.config import StrictModel
 from simreal.core.spatial import GRAVITY
 from simreal.deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
 from simreal.robots import Robot
 from simreal.sim import rotors
+from simreal.sim.delays import CommandLink, SensorHistory
 from simreal.sim.rewards import State, action_rate, alive, terminated
 from simreal.sim.sampling import in_ball, tilted_quat, uniform
 from simreal.sim.vec_env import NoiseStd, TaskConfig, VecEnv, Weights
 
 # what `simreal train quadrotor-hover` uses unless told otherwise (measured on 2 cores)
+# training's link: commands up to 30 ms late and up to half of them lost, states up to 30 ms
+# old (LinkConfig); evaluation measures the task on the nominal link
+TRAIN_LINK = {"link": {"latency": [0.0, 0.03], "observation_age": [0.0, 0.03],
+                       "command_loss": [0.0, 0.5]}}
+
+# what `simreal train quadrotor-hover` uses unless told otherwise (measured on 2 cores)
 TRAIN_DEFAULTS = {
-    # SAC reached 95% in 3 of 3 seeds, median 63 s; PPO peaked around 93-95% at 4M steps
-    # (~105 s), not reliably (bench/compare_algos.py, docs/ARCHITECTURE.md)
+    # SAC: see docs/ARCHITECTURE.md for the figures; PPO peaked around 93-95% at 4M steps
+    # (~105 s) before the link was randomized, not reliably (bench/compare_algos.py)
     "algo": "sac",
-    "ppo": {"envs": 256, "steps": 4_000_000,
+    "ppo": {"envs": 256, "steps": 4_000_000, "task_config": TRAIN_LINK,
             "config": {"steps_per_env": 16, "epochs": 4, "minibatches": 1, "value_clip": 20.0,
                        "critic_hidden": [64, 64], "init_std": 0.15}},
     # off-policy (train/sac.py, train/td3.py): few, cheap updates; see docs/ARCHITECTURE.md
-    "sac": {"envs": 256, "steps": 1_500_000,
+    "sac": {"envs": 256, "steps": 1_500_000, "task_config": TRAIN_LINK,
             "config": {"batch_size": 1024, "actor_hidden": [64, 64], "critic_hidden": [128, 128],
                        "actor_lr": 1e-3, "critic_lr": 1e-3, "alpha_lr": 1e-3, "alpha_init": 0.01,
                        "tau": 0.05, "reward_scale": 0.1}},
-    "td3": {"envs": 256, "steps": 800_000,
+    "td3": {"envs": 256, "steps": 800_000, "task_config": TRAIN_LINK,
             "config": {"batch_size": 1024, "actor_hidden": [64, 64], "critic_hidden": [128, 128],
                        "actor_lr": 1e-3, "critic_lr": 1e-3, "tau": 0.05, "reward_scale": 0.1}},
 }
@@ -54,14 +63,52 @@ class InitConfig(StrictModel):
     angular_rate: float = 2.0  # rad/s
 
 
-class RandomizationConfig(StrictModel):
-    """Per-episode multiplicative scales (low, high) and the disturbance bound."""
+Range = tuple[float, float]
 
-    mass: tuple[float, float] = (0.9, 1.1)
-    inertia: tuple[float, float] = (0.9, 1.1)
-    thrust_coefficient: tuple[float, float] = (0.9, 1.1)
-    motor_time_constant: tuple[float, float] = (0.5, 1.5)
+
+def _ordered(value: Range, info: ValidationInfo) -> Range:
+    low, high = value
+    if not 0 <= low <= high:
+        raise ValueError(f"{info.field_name} must be (low, high) with 0 <= low <= high, "
+                         f"got {value}")
+    return value
+
+
+class RandomizationConfig(StrictModel):
+    """Per-episode multiplicative scales, uniform in (low, high), and the disturbance bound."""
+
+    mass: Range = (0.9, 1.1)
+    inertia: Range = (0.9, 1.1)
+    thrust_coefficient: Range = (0.9, 1.1)
+    motor_time_constant: Range = (0.5, 2.0)
     disturbance_force: float = 0.03  # N-per-N of weight, uniform in a ball
+
+    _check = field_validator("mass", "inertia", "thrust_coefficient",
+                             "motor_time_constant")(_ordered)
+
+
+class LinkConfig(StrictModel):
+    """The link between the policy and the motors, per episode uniform in (low, high) (see
+    sim/delays.py). Nominal (all zero) unless set: training's defaults set them (TRAIN_DEFAULTS),
+    and evaluation measures the task on the nominal link (a perturbation bench sets them)."""
+
+    # s from the policy's command to the motors, and the age of the state the actor sees
+    # (physics steps): together they span the ~50 ms from a state to the motors that a 20 ms
+    # link each way gives (tests/assets/hil/delay20.yaml)
+    latency: Range = (0.0, 0.0)
+    observation_age: Range = (0.0, 0.0)
+    # probability that a control period's command is lost and the motors hold the last one
+    # received: 30% loss each way loses about half the periods' commands in lock-step
+    command_loss: Range = (0.0, 0.0)
+
+    _check = field_validator("latency", "observation_age", "command_loss")(_ordered)
+
+    @field_validator("command_loss")
+    @classmethod
+    def _below_one(cls, value: Range) -> Range:
+        if value[1] >= 1:
+            raise ValueError(f"command_loss must stay below 1, got {value}")
+        return value
 
 
 class HoverRewardParams(StrictModel):
@@ -91,8 +138,13 @@ class HoverConfig(TaskConfig):
     episode_s: float = 5.0
     target: tuple[float, float, float] = (0.0, 0.0, 1.0)
     # integral action: the actor also sees the leaky integral of the position error (time
-    # constant in s), which a steady disturbance or a thrust mismatch builds up
-    integral_time_constant_s: float | None = Field(default=None, gt=0)
+    # constant in s), which a steady disturbance or a thrust mismatch builds up (with it, SAC's
+    # steady hover error fell from 0.055 to 0.041 m in evaluation, and from 0.053 to 0.027 m
+    # in HIL; null: off)
+    integral_time_constant_s: float | None = Field(default=1.0, gt=0)
+    # control periods of the actor's own past actions it sees: with commands up to ~50 ms
+    # late (the link's randomization), the actions still in flight are part of the state
+    action_history: int = Field(default=8, ge=1)
     crash_distance: float = 2.0  # m from the target
     # rad/s; the Crazyflie's gyro saturates at 2000 deg/s, and spinning faster makes the
     # explicit integrator unstable at this time step
@@ -102,6 +154,7 @@ class HoverConfig(TaskConfig):
     success_window_s: float = 1.0
     init: InitConfig = InitConfig()
     randomization: RandomizationConfig = RandomizationConfig()
+    link: LinkConfig = Field(LinkConfig(), json_schema_extra={"train_only": True})
     # standard deviations of the estimator's errors: m, quaternion components (renormalized),
     # m/s, rad/s
     noise: NoiseStd = {"position": 0.005, "orientation": 0.01,
@@ -146,6 +199,15 @@ class QuadrotorHover(VecEnv):
         self.thrust_scale = torch.ones(n)
         self.tau_scale = torch.ones(n)
         self.disturbance = torch.zeros(n, 3)  # N, world frame
+        # the link: commands late or lost on their way to the motors, readings that age
+        link = cfg.link
+        self.physics_dt = self.dt / self.decimation
+        steps = lambda seconds: round(seconds / self.physics_dt)  # noqa: E731
+        self.link = CommandLink(n, 4, self.decimation, steps(link.latency[1]), self.device)
+        self.history: SensorHistory | None = None
+        if steps(link.observation_age[1]) > 0:
+            self.history = SensorHistory(n, b.sensordata.shape[1],
+                                         steps(link.observation_age[1]), self.device)
         self.hold_steps = torch.zeros(n, dtype=torch.long)  # consecutive steps inside the goal
         self.window = round(cfg.success_window_s / self.dt)
         self.success = torch.zeros(n, dtype=torch.bool)  # set when an episode ends
@@ -157,7 +219,7 @@ class QuadrotorHover(VecEnv):
             ObsTerm(name="rotation_matrix", dim=9, clip=1.0),
             ObsTerm(name="linear_velocity", dim=3, scale=0.5, clip=5.0),
             ObsTerm(name="angular_velocity", dim=3, scale=0.1, clip=5.0),
-            ObsTerm(name="last_action", dim=4, clip=1.0),
+            ObsTerm(name="last_action", dim=4, clip=1.0, history=self.cfg.action_history),
         ]
         if self.cfg.integral_time_constant_s is not None:
             terms.append(ObsTerm(name="position_error_integral", dim=3, clip=1.0,
@@ -201,20 +263,47 @@ class QuadrotorHover(VecEnv):
             "thrust_scale": self.thrust_scale[:, None] - 1,
             "motor_time_constant_scale": self.tau_scale[:, None] - 1,
             "disturbance_force": self.disturbance / weight,  # per N of weight
+            # the link's timing, in control periods, and its loss probability
+            "command_latency": self.link.latency[:, None] * (self.physics_dt / self.dt),
+            "observation_age": self._observation_age()[:, None] * (self.physics_dt / self.dt),
+            "command_loss": self.link.loss[:, None],
         }
+
+    def _observation_age(self) -> torch.Tensor:
+        if self.history is None:
+            return torch.zeros(self.num_envs)
+        return self.history.age.float()
+
+    def perturb(self, signals: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The actor's signals: the sensor readings as old as the episode's observation age,
+        then the estimator's noise (VecEnv.perturb)."""
+        if self.history is None:
+            return super().perturb(signals)
+        aged = self.history.aged()
+        s = dict(signals)
+        for role, sl in self._sensor_slices.items():
+            s[role] = aged[:, sl]
+        return super().perturb(s)
 
     # --- dynamics --------------------------------------------------------------------------
     def apply_actions(self, actions: torch.Tensor) -> None:
         h = self.hover_fraction
-        command = h + (1 - h) * actions  # the contract's action mapping
-        # first-order lag, integrated exactly over the control period (sim/rotors.py, which
-        # the HIL robot shares)
-        alpha = rotors.lag_alpha(self.dt, self.rotor.time_constant * self.tau_scale)
-        self.rotor_speed.copy_(rotors.lag_step(self.rotor_speed, command, alpha[:, None]))
-        self.backend.ctrl[:] = rotors.thrust(self.rotor_speed, self.rotor.max_thrust,
-                                             self.thrust_scale[:, None])
-        self.backend.xfrc_applied[:, self.base, :3] = self.disturbance
-        self.backend.step(self.decimation)
+        self.link.send(h + (1 - h) * actions, self.generator)  # the contract's action mapping
+        # each physics step: the command in force after the link's latency, through the
+        # first-order motor lag integrated exactly over the step (sim/rotors.py, which the HIL
+        # robot shares), as thrust into MuJoCo
+        alpha = rotors.lag_alpha(self.physics_dt, self.rotor.time_constant * self.tau_scale)
+        b = self.backend
+        for j in range(self.decimation):
+            self.rotor_speed.copy_(rotors.lag_step(self.rotor_speed, self.link.at(j),
+                                                   alpha[:, None]))
+            b.ctrl[:] = rotors.thrust(self.rotor_speed, self.rotor.max_thrust,
+                                      self.thrust_scale[:, None])
+            b.xfrc_applied[:, self.base, :3] = self.disturbance
+            if self.history is None:
+                b.step(1)
+            else:
+                self.history.push(b.step_recording(1))
         self._sensors = None
 
     def reward_state(self) -> dict[str, torch.Tensor]:
@@ -283,11 +372,20 @@ class QuadrotorHover(VecEnv):
                                           ).to(self.body_mass.dtype)
         self.body_inertia[ids, self.base] = (self.nominal_inertia * self.inertia_scale[ids]
                                              ).to(self.body_inertia.dtype)
-        # Not followed by backend.set_const(ids): on the `mujoco` backend the scaled mass
-        # weighs but does not resist thrust, and the inertia scale does not act (SCALING.md).
-        # Calling it is right, and changed training: SAC's 800k-step test fell from 98% to
-        # 0% success (seed 0); the defaults are to be re-tuned with it before it goes in.
         b = self.backend
+        # MuJoCo's C engine reads the mass matrix from constants derived at compile time:
+        # without this, a scaled mass weighs but does not resist thrust, and a scaled inertia
+        # does not act at all (docs/SCALING.md)
+        b.set_const(ids)
+        link = c.link
+        self.link.latency[ids] = torch.round(
+            uniform(n, *link.latency, g) / self.physics_dt).long().clamp(
+                max=self.link.max_latency_steps)
+        self.link.loss[ids] = uniform(n, *link.command_loss, g)
+        if self.history is not None:
+            self.history.age[ids] = torch.round(
+                uniform(n, *link.observation_age, g) / self.physics_dt).long().clamp(
+                    0, self.history.max_age_steps)
 
         # No backend.reset(): this task writes all the state it depends on (qpos and qvel
         # here, ctrl and xfrc_applied every step; no activations, no contacts), and a
@@ -300,7 +398,10 @@ class QuadrotorHover(VecEnv):
         b.qvel[ids] = torch.cat([vel, ang], dim=-1).to(b.qvel.dtype)
         b.forward(ids)
         self._sensors = None
+        if self.history is not None:  # the envs' past is their initial state
+            self.history.fill(ids, b.sensordata[ids].to(torch.float32))
 
         self.rotor_speed[ids] = self.hover_fraction
+        self.link.reset(ids, torch.full((n, 4), self.hover_fraction))
         self.hold_steps[ids] = 0
         return stats

@@ -326,13 +326,16 @@ class VecEnv(ABC):
         return self._obs, reward, done, extras
 
     def _final_observation(self, ids: torch.Tensor) -> TensorDict:
-        """Envs `ids`' observation of the current state, without advancing term histories."""
-        saved = [(b, dict(b._history)) for b in (self.obs_builder, self.critic_builder)]
+        """Envs `ids`' observation of the current state, without advancing term histories or
+        integrals."""
+        # term histories and integrals: building advances both, for every env
+        saved = [(b, dict(b._history), dict(b._integral))
+                 for b in (self.obs_builder, self.critic_builder)]
         try:
             return self._observe()[ids]
         finally:
-            for builder, history in saved:
-                builder._history = history
+            for builder, history, integral in saved:
+                builder._history, builder._integral = history, integral
 
     def _reward_term_stats(self, ids: torch.Tensor) -> dict[str, Any]:
         """`/reward/<term>`: each term's sum over the finished episodes of envs `ids`, per

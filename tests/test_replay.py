@@ -114,7 +114,10 @@ def test_env_gives_the_final_observation_of_done_envs_without_disturbing_the_res
     assert final.batch_size == torch.Size([2])  # done rows, in dones.nonzero() order
     # the privileged mass scale: the finished episode's in the final observation, the new
     # episode's in the returned one
-    mass_col = obs["critic"].shape[-1] - 13 + 4
+    privileged = env.privileged_terms()
+    start = obs["critic"].shape[-1] - sum(v.shape[-1] for v in privileged.values())
+    names = list(privileged)
+    mass_col = start + sum(privileged[k].shape[-1] for k in names[:names.index("mass_scale")])
     assert torch.allclose(final["critic"][:, mass_col], mass_before[[0, 2]] - 1)
     assert torch.allclose(obs["critic"][[0, 2], mass_col], env.mass_scale[[0, 2]] - 1)
     assert not torch.allclose(mass_before[[0, 2]], env.mass_scale[[0, 2]])

@@ -73,18 +73,24 @@ def test_builder_scales_clips_and_keeps_history():
 
 
 def test_sim_observation_equals_deploy_observation_on_the_same_state():
-    """Parity: the simulator's actor observation vs deploy's numpy builder, same signals."""
+    """Parity: the simulator's actor observation vs deploy's numpy builder, same signals, step
+    by step (the terms' histories and the integral accumulate alike)."""
     env = make_env("quadrotor-hover", num_envs=32, seed=5)
     env.reset()
-    for _ in range(7):
-        env.step(torch.rand(32, 4, generator=env.generator) * 2 - 1)
-    signals = env.signals()
-    sim_obs = ObservationBuilder(env.policy_terms(), 4).build(signals)
-    deploy_builder = ObservationBuilder(env.contract().observations, 4)
-    deploy_obs = deploy_builder.build({k: v.numpy() for k, v in signals.items()})
+    sim_builder = ObservationBuilder(env.policy_terms(), 4, env.dt)
+    deploy_builder = ObservationBuilder(env.contract().observations, 4, env.dt)
+    for step in range(8):
+        if step:
+            env.step(torch.rand(32, 4, generator=env.generator) * 2 - 1)
+        signals = env.signals()
+        sim_obs = sim_builder.build(signals)
+        deploy_obs = deploy_builder.build({k: v.numpy() for k, v in signals.items()})
+    assert not env.get_observations()["critic"].isnan().any()
     assert deploy_obs.dtype == np.float32
     np.testing.assert_allclose(sim_obs.numpy(), deploy_obs, rtol=0, atol=1e-6)
-    # and the critic's noise-free copy of the actor terms is that same vector
+    # and the critic's noise-free copy of the actor terms is that same vector (no episode
+    # ended in these 8 steps, so no history was reset)
+    assert int(env.episode_length_buf.min()) == 7
     critic = env.get_observations()["critic"][:, : env.contract().obs_dim]
     np.testing.assert_allclose(critic.numpy(), deploy_obs, atol=1e-6)
 

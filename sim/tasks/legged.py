@@ -52,6 +52,7 @@ from simreal.core.spatial import GRAVITY, quat_mul, quat_to_matrix, wrap_angle, 
 from simreal.deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
 from simreal.robots import Robot
 from simreal.sim.actuators import PDActuators, check_physics
+from simreal.sim.delays import SensorHistory
 from simreal.sim.rewards import State, action_rate
 from simreal.sim.vec_env import NoiseStd, TaskConfig, VecEnv, Weights
 
@@ -386,12 +387,10 @@ class LeggedVelocity(VecEnv):
         self.physics_dt = float(m.opt.timestep)
         max_age = round(rnd.observation_age[1] / self.physics_dt) if rnd.enabled else 0
         self.obs_age = torch.zeros(n, dtype=torch.long)  # physics steps
-        self._ring: torch.Tensor | None = None
+        self._history: SensorHistory | None = None
         if max_age > 0:
-            self._ring = torch.zeros(max_age + 1, n, b.sensordata.shape[1])
-            self._ring_head = 0
-            self._env_index = torch.arange(n)
-            self._substeps = torch.arange(self.decimation)
+            self._history = SensorHistory(n, b.sensordata.shape[1], max_age, self.device)
+            self._history.age = self.obs_age  # one tensor: the task draws it, the ring reads it
 
     # --- contract ---------------------------------------------------------------------------
     def policy_terms(self) -> list[ObsTerm]:
@@ -539,14 +538,10 @@ class LeggedVelocity(VecEnv):
         if rnd.enabled and rnd.push_velocity > 0 and self.control_steps % self.push_steps == 0:
             push = (torch.rand(self.num_envs, 2, generator=self.generator) * 2 - 1)
             b.qvel[:, :2] += (push * rnd.push_velocity).double()
-        if self._ring is None:
+        if self._history is None:
             b.step(self.decimation)
         else:  # keeping each physics step's readings for the actor
-            ring, k = self._ring, self.decimation
-            readings = b.step_recording(k)  # (N, k, S)
-            slots = (self._ring_head + 1 + self._substeps) % ring.shape[0]
-            ring[slots] = readings.transpose(0, 1).to(ring.dtype)
-            self._ring_head = (self._ring_head + k) % ring.shape[0]
+            self._history.push(b.step_recording(self.decimation))
         self._sensors = None
 
     def perturb(self, signals: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -555,9 +550,8 @@ class LeggedVelocity(VecEnv):
         if not self.cfg.randomization.enabled:
             return super().perturb(signals)
         s = dict(signals)
-        if self._ring is not None:
-            ring = self._ring
-            aged = ring[(self._ring_head - self.obs_age) % ring.shape[0], self._env_index]
+        if self._history is not None:
+            aged = self._history.aged()
             for key in ("orientation", "angular_velocity", "linear_acceleration", "joint_pos",
                         "joint_vel", "joint_effort"):
                 s[key] = aged[:, self._cols[key]]
@@ -713,8 +707,8 @@ class LeggedVelocity(VecEnv):
         b.ctrl[ids] = 0.0
         b.forward(ids, forces=True)  # contact forces and torques too
         self._sensors = None
-        if self._ring is not None:  # no older readings than the first
-            self._ring[:, ids] = b.sensordata[ids].to(self._ring.dtype)
+        if self._history is not None:  # no older readings than the first
+            self._history.fill(ids, b.sensordata[ids])
 
         self.prev_xy[ids] = origin[:, :2]
         self.last_joint_vel[ids] = 0.0
@@ -776,9 +770,9 @@ class LeggedVelocity(VecEnv):
         a.kd_scale[ids] = u(*rnd.kd_scale, nj).double()
         a.offset[ids] = self.joint_offset[ids].double()
         a.latency[ids] = u(*rnd.latency).double().clamp(max=a.max_latency)
-        if self._ring is not None:
+        if self._history is not None:
             steps = torch.round(u(*rnd.observation_age) / self.physics_dt).long()
-            self.obs_age[ids] = steps.clamp(0, self._ring.shape[0] - 1)
+            self.obs_age[ids] = steps.clamp(0, self._history.max_age_steps)
         self.gyro_bias[ids] = u(-rnd.gyro_bias, rnd.gyro_bias, 3)
         self.accel_bias[ids] = u(-rnd.accel_bias, rnd.accel_bias, 3)
         tilt = u(-rnd.tilt_bias, rnd.tilt_bias, 2)

@@ -338,3 +338,10 @@ def test_forty_ms_latency_delays_the_drivers_command_by_eight_physics_steps():
         b.step(1)
         jumped.append(abs(force[:, 2] - before) > 8.0)
     assert [[bool(j[i]) for j in jumped].index(True) for i in range(2)] == [0, 8]
+
+
+def test_action_history_widens_the_actor_input_by_whole_actions():
+    one = make_env("go2-flat", num_envs=2, seed=0)
+    three = make_env("go2-flat", num_envs=2, seed=0, config={"action_history": 3})
+    assert three.contract().obs_dim == one.contract().obs_dim + 2 * one.num_actions
+    assert three.get_observations()["policy"].shape[-1] == three.contract().obs_dim

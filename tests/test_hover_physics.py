@@ -118,3 +118,15 @@ def test_sensor_history_fill_and_push() -> None:
     assert h.aged()[:, 0].tolist() == [5.0, 7.0]
     h.push(torch.tensor([[[1.0], [2.0]], [[3.0], [4.0]]]))  # 2 steps per env
     assert h.aged()[:, 0].tolist() == [2.0, 7.0]  # env 1: 3 steps back is its fill value
+
+
+@pytest.mark.parametrize("link,message", [
+    ({"latency": [0.03, 0.01]}, "latency must be \\(low, high\\)"),
+    ({"command_loss": [0.0, 1.0]}, "command_loss must stay below 1"),
+    ({"observation_age": [-0.01, 0.0]}, "observation_age must be"),
+])
+def test_a_bad_link_range_is_refused_naming_the_field(link, message) -> None:
+    from simreal.core.config import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        make_env("quadrotor-hover", 1, 0, {"link": link})

@@ -181,6 +181,9 @@ class LeggedConfig(TaskConfig):
     tilt_limit_deg: float = 60.0
     contact_threshold: float = 1.0  # N: a touch sensor above it is a contact
     settle_s: float = 1.0  # tracking metrics skip this long after each command change
+    # control periods of the actor's own past actions it sees (commands still in flight under
+    # the command latency are part of the state)
+    action_history: int = Field(default=1, ge=1)
     success_lin_vel_error: float = 0.15  # m/s, for an episode's success (and no fall)
     commands: CommandConfig = CommandConfig()
     init: InitConfig = InitConfig()
@@ -400,7 +403,8 @@ class LeggedVelocity(VecEnv):
             ObsTerm(name="velocity_command", dim=3, clip=100.0),
             ObsTerm(name="joint_pos_rel", dim=self.num_actions, clip=100.0),
             ObsTerm(name="joint_vel", dim=self.num_actions, scale=0.05, clip=100.0),
-            ObsTerm(name="last_action", dim=self.num_actions, clip=100.0),
+            ObsTerm(name="last_action", dim=self.num_actions, clip=100.0,
+                    history=self.cfg.action_history),
         ]
 
     def contract(self) -> PolicyContract:

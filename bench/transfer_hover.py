@@ -2,12 +2,12 @@
 
 Every row evaluates the ONNX policy through the deploy runtime (as `simreal eval` does) on
 --episodes episodes of the task, the task's own randomization and sensor noise included, with
-one change:
+one change (the other randomizations as the task draws them):
 
 - `nominal`: none (the nominal link: no latency, no loss);
-- `mass_0.8`, `mass_1.2`: the body's mass range scaled (the episode still draws within it);
-- `thrust_0.8`: the thrust coefficient range scaled by 0.8;
-- `motor_tau_2x`: the motor time constant range doubled;
+- `mass_0.8`, `mass_1.2`: the body's mass fixed at 0.8 and 1.2 times nominal;
+- `thrust_0.8`: the thrust coefficient fixed at 0.8 times nominal;
+- `motor_tau_2x`: the motor time constant fixed at twice nominal;
 - `latency_20ms`: every command 20 ms late; `observation_age_20ms`: every state 20 ms old;
 - `loss_30`: 30% of the commands lost (the motors hold the last one received).
 
@@ -33,25 +33,20 @@ TASK = "quadrotor-hover"
 RELATIVE_TARGET = 0.9
 
 
-def perturbations(defaults: Any) -> dict[str, dict[str, Any]]:
-    """Task-config changes per row, from the task's default randomization ranges."""
-    rnd = defaults.randomization
-
-    def scaled(field: str, k: float) -> list[float]:
-        low, high = getattr(rnd, field)
-        return [low * k, high * k]
+def perturbations() -> dict[str, dict[str, Any]]:
+    """Task-config changes per row: each perturbed quantity fixed at its perturbed value."""
+    def fixed(value: float) -> list[float]:
+        return [value, value]
 
     return {
         "nominal": {},
-        "mass_0.8": {"randomization": {"mass": scaled("mass", 0.8)}},
-        "mass_1.2": {"randomization": {"mass": scaled("mass", 1.2)}},
-        "thrust_0.8": {"randomization": {"thrust_coefficient": scaled("thrust_coefficient",
-                                                                      0.8)}},
-        "motor_tau_2x": {"randomization": {"motor_time_constant": scaled("motor_time_constant",
-                                                                         2.0)}},
-        "latency_20ms": {"link": {"latency": [0.02, 0.02]}},
-        "observation_age_20ms": {"link": {"observation_age": [0.02, 0.02]}},
-        "loss_30": {"link": {"command_loss": [0.3, 0.3]}},
+        "mass_0.8": {"randomization": {"mass": fixed(0.8)}},
+        "mass_1.2": {"randomization": {"mass": fixed(1.2)}},
+        "thrust_0.8": {"randomization": {"thrust_coefficient": fixed(0.8)}},
+        "motor_tau_2x": {"randomization": {"motor_time_constant": fixed(2.0)}},
+        "latency_20ms": {"link": {"latency": fixed(0.02)}},
+        "observation_age_20ms": {"link": {"observation_age": fixed(0.02)}},
+        "loss_30": {"link": {"command_loss": fixed(0.3)}},
     }
 
 
@@ -67,10 +62,9 @@ def main() -> int:
     from simreal.api import check_task_contract, make_env
     from simreal.deploy.policy import OnnxPolicy
     from simreal.evaluate import run_episodes
-    from simreal.sim.registry import get_task
 
     policy = OnnxPolicy(args.policy)
-    rows = perturbations(get_task(TASK).config_class())
+    rows = perturbations()
     wanted = {"nominal", *(args.only or rows)}
     unknown = wanted - set(rows)
     if unknown:

@@ -1,10 +1,13 @@
-"""The GPU benchmark, prepared for one lent H200 (8 minutes at most): MuJoCo Warp throughput and
-time to a walking go2-flat policy. Not yet run on a GPU (docs/SCALING.md).
+"""The GPU benchmark, prepared for one lent H200 (8 minutes at most): MuJoCo Warp throughput, the
+off-policy update rate, and time to a walking go2-flat policy with PPO and with SAC.
 
 Phases, in order, each with its own share of the time budget (a phase that runs out stops and
 the next starts; the JSON is rewritten after every measurement, and a watchdog writes it and
 exits at the overall deadline, so the script always finishes with what it has):
 
+0. the off-policy update rate on the GPU: bench/offpolicy_update.py's rows (SAC updates of
+   the hover, go2 and arm shapes at batches 1024, 4096 and 16384, the batched path beside the
+   looped reference) in 8% of the budget;
 1. throughput on `mjwarp` (CUDA graphs on): env steps/s of go2-flat and quadrotor-hover at
    16k, 64k, 4k and 1k environments, in that order (random actions in [-0.5, 0.5], resets
    included), and the raw physics steps/s of the same backend (backend.step alone); the
@@ -14,7 +17,10 @@ exits at the overall deadline, so the script always finishes with what it has):
 3. time to a walking go2-flat policy with PPO on mjwarp: the criterion of bench/train_go2.py
    (the exported ONNX policy, run through deploy's runtime on the CPU as `simreal eval` does,
    tracks commands in [-1, 1] m/s with lin_vel_error < 0.15 m/s and falls in < 5% of 100
-   episodes of 20 s); the clock is training time, evaluations excluded and reported beside it.
+   episodes of 20 s); the clock is training time, evaluations excluded and reported beside it;
+4. the same with SAC (the task's SAC defaults, 4096 envs) in what is left.
+`--keep DIR` copies each run's last exported policy there (go2_ppo.onnx, go2_sac.onnx) for
+`simreal eval --tracking` and `simreal sim2sim` afterwards.
 
     python bench/gpu.py                  # on the GPU machine: bench/results/gpu.json
     python bench/gpu.py --smoke          # tiny sizes on Warp's CPU device: the script works
@@ -145,15 +151,19 @@ def env_throughput(task: str, n: int, backend: str, device: str, seconds: float,
 
 def train_to_walk(out: dict[str, Any], device: str, envs: int, budget_s: float,
                   deadline: float, every_s: float, episodes: int, smoke: bool,
-                  report: Report) -> None:
-    """PPO on mjwarp until the exported policy walks (bench/train_go2.py's criterion); fills
-    `out` (part of the report) as it goes."""
+                  report: Report, algo: str = "ppo", keep: Path | None = None) -> None:
+    """`algo` on mjwarp until the exported policy walks (bench/train_go2.py's criterion);
+    fills `out` (part of the report) as it goes; the last exported policy is copied to
+    `keep`/go2_<algo>.onnx."""
+    import shutil
+
     from train_go2 import FALL_RATE, LIN_VEL_ERROR
 
     from simreal import api
     from simreal.train.export import export_onnx
 
-    out.update({"envs": envs, "ppo": GPU_PPO, "criterion": {
+    algo_config = GPU_PPO if algo == "ppo" else None
+    out.update({"envs": envs, "algo": algo, "config": algo_config, "criterion": {
         "lin_vel_error_below": LIN_VEL_ERROR, "fall_rate_below": FALL_RATE,
         "episodes": episodes, "episode_s": 20.0}, "evaluations": [], "reached": False})
     tmp = Path(tempfile.mkdtemp(prefix="gpu_go2_"))
@@ -175,6 +185,9 @@ def train_to_walk(out: dict[str, Any], device: str, envs: int, budget_s: float,
         state["last_eval"] = runner.wall_s
         start = time.perf_counter()
         path = export_onnx(runner.exportable_actor(), runner.env.contract(), tmp / "go2.onnx")
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, keep / f"go2_{algo}.onnx")
         result = api.evaluate(path, episodes=episodes, seed=10_000 + runner.iteration)
         state["eval_s"] += time.perf_counter() - start
         row = {"iteration": runner.iteration, "env_steps": runner.env_steps,
@@ -191,9 +204,11 @@ def train_to_walk(out: dict[str, Any], device: str, envs: int, budget_s: float,
         report.write()
         return walks or smoke
 
-    summary = api.train("go2-flat", algo="ppo", envs=envs, steps=10**12, seed=0, out=tmp / "run",
+    summary = api.train("go2-flat", algo=algo, envs=envs, steps=10**12, seed=0, out=tmp / "run",
                         eval_episodes=2 if smoke else 20, progress=False, callback=callback,
-                        algo_config=GPU_PPO, backend="mjwarp", device=device)
+                        algo_config=algo_config, backend="mjwarp", device=device)
+    if keep is not None and Path(summary.get("policy", "")).is_file():
+        shutil.copyfile(summary["policy"], keep / f"go2_{algo}.onnx")
     out["total_wall_s_incl_build_and_evals"] = round(time.perf_counter() - t_start, 1)
     out["final_env_steps_per_s"] = round(summary["env_steps"] / max(summary["wall_s"], 1e-9))
 
@@ -208,6 +223,9 @@ def main() -> None:
     p.add_argument("--sizes", type=int, nargs="+", help=f"env counts (default {SIZES})")
     p.add_argument("--train-envs", type=int, help="go2-flat PPO envs (default 4096)")
     p.add_argument("--out", help="JSON path (default bench/results/gpu.json, gpu_smoke.json)")
+    p.add_argument("--keep", type=Path, help="folder for the trained go2 policies")
+    p.add_argument("--ppo-share", type=float, default=0.5,
+                   help="share of the training time PPO gets before SAC (default 0.5)")
     args = p.parse_args()
     smoke = args.smoke
     device = args.device or ("cpu" if smoke else "cuda")
@@ -231,7 +249,8 @@ def main() -> None:
     if device.startswith("cuda") and torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name()
     report = Report(out_path, {"machine": info, "budget_s": budget.total_s,
-                               "throughput": [], "cpu_backend": [], "errors": []})
+                               "offpolicy_update": [], "throughput": [], "cpu_backend": [],
+                               "errors": []})
     report.write()
 
     def watchdog() -> None:  # the overall deadline holds even inside a stuck compile
@@ -251,8 +270,25 @@ def main() -> None:
         report.write()
         print(f"{name}: {exc!r}", flush=True)
 
-    # 1. mjwarp throughput: 30% of the budget (go2-flat first: it carries the target)
-    phase_end = budget.start + 0.30 * budget.total_s
+    # 0. the off-policy update rate: 8% of the budget
+    import offpolicy_update
+
+    phase_end = budget.start + 0.08 * budget.total_s
+    for task in offpolicy_update.TASKS:
+        if time.perf_counter() > phase_end:
+            break
+        try:
+            offpolicy_update.run([task], [64] if smoke else [1024, 4096, 16384],
+                                 3 if smoke else 20, device, False,
+                                 emit=lambda row: (print(row, flush=True),
+                                                   report.data["offpolicy_update"].append(
+                                                       json.loads(row)), report.write()))
+        except Exception as exc:  # noqa: BLE001  (recorded; the next phase runs)
+            phase_error(f"offpolicy_update {task}", exc)
+        _free(device)
+
+    # 1. mjwarp throughput: 25% of the budget (go2-flat first: it carries the target)
+    phase_end = time.perf_counter() + 0.25 * budget.total_s
     seconds = 0.5 if smoke else 2.0
     for task in TASKS:
         for n in sizes:
@@ -284,16 +320,22 @@ def main() -> None:
         report.write()
         print(json.dumps(row), flush=True)
 
-    # 3. time to walking: what is left, less a margin for the final export and evaluation
-    deadline = budget.start + budget.total_s
-    train_budget = max(0.0, budget.left() - 60.0)  # the final export and evaluation
-    report.data["walk"] = {"budget_s": round(train_budget, 1)}
-    try:
-        train_to_walk(report.data["walk"], device, args.train_envs or (8 if smoke else 4096),
-                      train_budget, deadline, every_s=0.0 if smoke else 20.0,
-                      episodes=2 if smoke else 100, smoke=smoke, report=report)
-    except Exception as exc:  # noqa: BLE001
-        phase_error("walk", exc)
+    # 3. and 4. time to walking, PPO then SAC: what is left, each less a margin for its final
+    # export and evaluation
+    for algo, share in (("ppo", args.ppo_share), ("sac", 1.0)):
+        margin = 45.0  # build, the final export and evaluation
+        run_end = time.perf_counter() + share * max(0.0, budget.left() - margin) + margin
+        train_budget = max(0.0, run_end - time.perf_counter() - margin)
+        key = "walk" if algo == "ppo" else f"walk_{algo}"
+        report.data[key] = {"budget_s": round(train_budget, 1)}
+        try:
+            train_to_walk(report.data[key], device, args.train_envs or (8 if smoke else 4096),
+                          train_budget, min(run_end, budget.start + budget.total_s),
+                          every_s=0.0 if smoke else 20.0, episodes=2 if smoke else 100,
+                          smoke=smoke, report=report, algo=algo, keep=args.keep)
+        except Exception as exc:  # noqa: BLE001
+            phase_error(key, exc)
+        _free(device)
     report.data["elapsed_s"] = round(budget.elapsed(), 1)
     report.write()
     print(f"wrote {out_path}")

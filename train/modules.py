@@ -32,7 +32,8 @@ class EmpiricalNormalization(nn.Module):
         delta = batch_mean - self.mean
         w = n / total  # a tensor: no host sync on an accelerator
         self.mean += delta * w
-        self.var = (self.var * (1 - w) + batch_var * w + delta.square() * w * (1 - w))
+        # in place: a CUDA-graphed update holds this buffer's storage
+        self.var.copy_(self.var * (1 - w) + batch_var * w + delta.square() * w * (1 - w))
         self.count.copy_(total)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

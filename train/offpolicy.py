@@ -37,6 +37,7 @@ from tqdm import tqdm
 from simreal.core.config import StrictModel
 from simreal.train import distributed
 from simreal.train.checkpoint import save_checkpoint
+from simreal.train.cuda_graph import GraphedUpdate
 from simreal.train.modules import EmpiricalNormalization
 from simreal.train.offpolicy_modules import CriticEnsemble, ExportActor, project_distribution
 from simreal.train.progress import end_iteration
@@ -92,6 +93,9 @@ class OffPolicyConfig(StrictModel):
     v_max: float = 100.0
     max_grad_norm: float = Field(0.0, ge=0)  # 0: no clipping
     compile: bool = False  # torch.compile the update (see docs/ARCHITECTURE.md: measured)
+    # on a CUDA device, each update replays as a CUDA graph (train/cuda_graph.py); ignored on
+    # the CPU, with `compile`, and under torchrun (the gradient all-reduce is not captured)
+    cuda_graph: bool = True
     amp: bool = False  # bfloat16 autocast in the critics' hidden layers
     device: str | None = None  # None: the env's device
 
@@ -162,7 +166,9 @@ class OffPolicyModel(nn.Module):
 
 
 class OffPolicyAgent:
-    """What SAC and TD3 share: the model, one optimizer, autocast, compile, the step."""
+    """What SAC and TD3 share: the model, one optimizer, autocast, compile, the step, and the
+    update's frame: `update` = `_update_body(batch, update_actor)` (eager, or replayed as a
+    CUDA graph) and the update count."""
 
     def __init__(self, cfg: OffPolicyConfig, device: torch.device):
         self.cfg, self.device = cfg, device
@@ -170,10 +176,37 @@ class OffPolicyAgent:
         self.num_updates = 0
         self.model: OffPolicyModel
         self.optimizer: torch.optim.Optimizer
+        self.graphed = (torch.device(device).type == "cuda" and cfg.cuda_graph
+                        and not cfg.compile and not distributed.is_distributed())
+        self._graphs: GraphedUpdate | None = None
 
     def _make_optimizer(self, groups: list[dict[str, Any]]) -> torch.optim.Optimizer:
-        # fused Adam: one kernel for all parameters (measured fastest on CPU, see the docs)
-        return torch.optim.Adam(groups, fused=True)
+        # fused Adam: one kernel for all parameters (measured fastest on CPU, see the docs);
+        # capturable keeps its step count on the device, as a CUDA graph needs
+        return torch.optim.Adam(groups, fused=True, capturable=self.graphed)
+
+    def _update_actor_now(self) -> bool:
+        raise NotImplementedError
+
+    def _update_body(self, batch: dict[str, torch.Tensor], update_actor: bool
+                     ) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """One gradient update on `batch`; returns its statistics as tensors (no host sync)."""
+        update_actor = self._update_actor_now()
+        if self.graphed:
+            if self._graphs is None:
+                self._graphs = GraphedUpdate(self._update_body, self.model, self.optimizer)
+            stats = self._graphs(batch, update_actor)
+        else:
+            stats = self._update_body(batch, update_actor)
+        self.num_updates += 1
+        return stats
+
+    def drop_graphs(self) -> None:
+        """Forget captured graphs (after state is loaded into new tensors: a resume)."""
+        self._graphs = None
 
     def _maybe_compile(self, fn):
         return torch.compile(fn, dynamic=False) if self.cfg.compile else fn
@@ -257,6 +290,7 @@ class OffPolicyRunner:
         self.agent.model.load_state_dict(ckpt["model"])
         distributed.broadcast_module(self.agent.model)
         self.agent.optimizer.load_state_dict(ckpt["optimizer"])
+        self.agent.drop_graphs()
         self.agent.num_updates = ckpt["num_updates"]
         self.iteration, self.env_steps = ckpt["iteration"], ckpt["env_steps"]
         self.wall_s = ckpt.get("wall_s", 0.0)

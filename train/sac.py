@@ -86,15 +86,17 @@ class SAC(OffPolicyAgent):
                       "entropy": -log_prob.detach().mean()})
         return critic_loss + actor_loss + alpha_loss, stats
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def _update_actor_now(self) -> bool:
+        return self.num_updates % self.cfg.actor_update_every == 0
+
+    def _update_body(self, batch: dict[str, torch.Tensor], update_actor: bool
+                     ) -> dict[str, torch.Tensor]:
         obs_a, obs_c, next_a, next_c = self.normalized(batch)
-        update_actor = self.num_updates % self.cfg.actor_update_every == 0
         loss, stats = self._losses(obs_a, obs_c, next_a, next_c, batch["action"],
                                    batch["reward"].squeeze(-1), batch["discount"].squeeze(-1),
                                    update_actor)
         self._step(loss)
         polyak(self.model.critic_target, self.model.critic, self.cfg.tau)
-        self.num_updates += 1
         return stats
 
 

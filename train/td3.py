@@ -102,9 +102,12 @@ class TD3(OffPolicyAgent):
         stats["loss/actor"] = actor_loss.detach()
         return critic_loss + actor_loss, stats
 
-    def update(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def _update_actor_now(self) -> bool:
+        return self.num_updates % self.cfg.policy_delay == 0
+
+    def _update_body(self, batch: dict[str, torch.Tensor], update_actor: bool
+                     ) -> dict[str, torch.Tensor]:
         obs_a, obs_c, next_a, next_c = self.normalized(batch)
-        update_actor = self.num_updates % self.cfg.policy_delay == 0
         loss, stats = self._losses(obs_a, obs_c, next_a, next_c, batch["action"],
                                    batch["reward"].squeeze(-1), batch["discount"].squeeze(-1),
                                    update_actor)
@@ -112,7 +115,6 @@ class TD3(OffPolicyAgent):
         polyak(self.model.critic_target, self.model.critic, self.cfg.tau)
         if update_actor:
             polyak(self.model.actor_target, self.model.actor, self.cfg.tau)
-        self.num_updates += 1
         return stats
 
 

@@ -1,4 +1,7 @@
-"""Does a quadrotor-hover policy transfer? Its success under each perturbation, against nominal.
+"""Does a quadrotor policy transfer? Its success under each perturbation, against nominal.
+
+For quadrotor-hover (default) or quadrotor-track (`--task`): both tasks share the physics,
+link and randomization fields the rows change.
 
 Every row evaluates the ONNX policy through the deploy runtime (as `simreal eval` does) on
 --episodes episodes of the task, the task's own randomization and sensor noise included, with
@@ -14,8 +17,8 @@ one change (the other randomizations as the task draws them):
 Each row gets `relative_success` (its success rate over nominal's) against the target of at
 least 0.9.
 
-    python bench/transfer_hover.py POLICY.onnx [--episodes 1000] [--only mass_1.2 ...]
-        [--out transfer_hover]
+    python bench/transfer_hover.py POLICY.onnx [--task quadrotor-track] [--episodes 1000]
+        [--only mass_1.2 ...] [--out NAME]   # default transfer_hover, transfer_track
 
 Writes bench/results/<out>.json (bench/_common.py).
 """
@@ -29,7 +32,7 @@ from typing import Any
 
 from _common import write_result
 
-TASK = "quadrotor-hover"
+TASKS = {"quadrotor-hover": "transfer_hover", "quadrotor-track": "transfer_track"}
 RELATIVE_TARGET = 0.9
 
 
@@ -52,11 +55,12 @@ def perturbations() -> dict[str, dict[str, Any]]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("policy", help="the quadrotor-hover ONNX policy")
+    p.add_argument("policy", help="the ONNX policy")
+    p.add_argument("--task", choices=sorted(TASKS), default="quadrotor-hover")
     p.add_argument("--episodes", type=int, default=1000, help="episodes per row")
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--only", nargs="*", help="rows to run besides nominal; default all")
-    p.add_argument("--out", default="transfer_hover", help="result name under bench/results/")
+    p.add_argument("--out", help="result name under bench/results/ (default by task)")
     args = p.parse_args()
 
     from simreal.api import check_task_contract, make_env
@@ -75,7 +79,7 @@ def main() -> int:
             continue
         t0 = time.perf_counter()
         # (make_env, not api.evaluate: evaluation drops the link, a training-only setting)
-        env = make_env(TASK, min(args.episodes, 2048), args.seed, change)
+        env = make_env(args.task, min(args.episodes, 2048), args.seed, change)
         check_task_contract(policy.contract, env.contract(), args.policy)
         result = run_episodes(env, policy, args.episodes)
         result["change"] = change
@@ -88,10 +92,11 @@ def main() -> int:
         result["relative_success"] = (result["success_rate"] / nominal) if nominal > 0 else None
         result["ok"] = (result["relative_success"] is not None
                         and result["relative_success"] >= RELATIVE_TARGET)
-    out = {"policy": args.policy, "episodes": args.episodes, "seed": args.seed,
+    out = {"policy": args.policy, "task": args.task, "episodes": args.episodes,
+           "seed": args.seed,
            "relative_target": RELATIVE_TARGET, "rows": results,
            "all_ok": all(r["ok"] for r in results.values())}
-    path = write_result(args.out, out)
+    path = write_result(args.out or TASKS[args.task], out)
     print(f"wrote {path}", file=sys.stderr)
     print({k: (round(r["success_rate"], 3), r["relative_success"] and round(
         r["relative_success"], 3)) for k, r in results.items()})

@@ -155,3 +155,8 @@ def twist_command(msg: m.Twist) -> np.ndarray:
 
 def point_command(msg: m.PointStamped) -> np.ndarray:
     return _v(msg.point)
+
+
+def reference_command(msg: m.Odometry) -> tuple[np.ndarray, np.ndarray]:
+    """/reference -> (target_position, target_velocity), world frame."""
+    return _v(msg.pose.pose.position), _v(msg.twist.twist.linear)

@@ -420,6 +420,9 @@ class Px4Native(RobotInterface):
 INPUT_TOPICS = (
     TopicSpec("cmd_vel", "/cmd_vel", m.Twist, QoS.COMMAND),  # -> velocity_command
     TopicSpec("target_position", "/target_position", m.PointStamped, QoS.COMMAND),
+    # a moving reference (quadrotor-track): pose.position -> target_position and
+    # twist.linear -> target_velocity, both world frame, sent at the policy rate
+    TopicSpec("reference", "/reference", m.Odometry, QoS.COMMAND),
     # arms (deploy/arm.py): a tool pose -> target_position, target_orientation; a height
     TopicSpec("target_pose", "/target_pose", m.PoseStamped, QoS.COMMAND),
     TopicSpec("lift_height", "/lift_height", m.Float64, QoS.COMMAND),
@@ -427,4 +430,5 @@ INPUT_TOPICS = (
     TopicSpec("estop_reset", "/simreal/estop_reset", m.Bool, QoS.COMMAND),  # true resets
 )
 COMMAND_INPUTS = {"velocity_command": "cmd_vel", "target_position": "target_position",
+                  "target_velocity": "reference",
                   "target_orientation": "target_pose", "lift_height": "lift_height"}

@@ -2,9 +2,11 @@
 
 Each control period `cycle()`:
 1. takes what arrived: state messages (decoded to signals by the robot interface), user
-   commands (cmd_vel -> `velocity_command`, a PointStamped -> `target_position`, each clamped
-   to the range the policy was trained on), the e-stop (std_msgs/Bool true engages; it latches
-   until a true on the reset topic, which is refused while the e-stop input is still asserted);
+   commands (cmd_vel -> `velocity_command`, a PointStamped -> `target_position`, an Odometry
+   on /reference -> `target_position` and `target_velocity`, each clamped to the range the
+   policy was trained on; velocities fall back to zero when stale), the e-stop
+   (std_msgs/Bool true engages; it latches until a true on the reset topic, which is refused
+   while the e-stop input is still asserted);
 2. builds the observation with the contract's terms, infers, maps to a command
    (PolicyRunner), and passes it through the safety layer: joint position, velocity (rate) and
    torque clamps, NaN guard, stale-input watchdog counted in control periods, tilt/fall
@@ -175,6 +177,10 @@ def make_interface(runner: PolicyRunner, cfg: NodeConfig,
         raise DeployError(str(exc)) from None
 
 
+# commands that fall back to zero (standing still, holding position) when they go stale
+VELOCITY_COMMANDS = ("velocity_command", "target_velocity")
+
+
 class _CommandInput:
     """A user command clamped to its trained range; velocities fall back to zero when stale."""
 
@@ -182,7 +188,7 @@ class _CommandInput:
         self.name = name
         self.low, self.high = np.array(low, dtype=np.float64), np.array(high, dtype=np.float64)
         zero = np.clip(np.zeros_like(self.low), self.low, self.high)
-        self.default = zero if name == "velocity_command" else (self.low + self.high) / 2
+        self.default = zero if name in VELOCITY_COMMANDS else (self.low + self.high) / 2
         self.value = self.default.copy()
         self.timeout_s = timeout_s
         self.received_at = -np.inf
@@ -231,7 +237,7 @@ class DeployNode:
         # command inputs the policy was trained with
         self.inputs = {name: _CommandInput(name, r.low, r.high,
                                            cfg.command_timeout_s
-                                           if name == "velocity_command" else None)
+                                           if name in VELOCITY_COMMANDS else None)
                        for name, r in contract.commands.items()}
         self.static_signals: dict[str, np.ndarray] = {}
         if robot.spec.joints:
@@ -340,6 +346,10 @@ class DeployNode:
                 self.inputs["velocity_command"].set(codecs.twist_command(msgs[-1]), now)
             elif key == "target_position":
                 self.inputs["target_position"].set(codecs.point_command(msgs[-1]), now)
+            elif key == "reference":
+                pos, vel = codecs.reference_command(msgs[-1])
+                self.inputs["target_position"].set(pos, now)
+                self.inputs["target_velocity"].set(vel, now)
             elif key == "target_pose":
                 self._target_pose(msgs[-1], now)
             elif key == "lift_height":

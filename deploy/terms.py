@@ -80,6 +80,8 @@ TERMS: dict[str, Term] = {
     "rotation_matrix": Term(_rotation_matrix, 9, ("orientation",)),
     "projected_gravity": Term(_projected_gravity, 3, ("orientation",)),
     "linear_velocity": Term(lambda s: s["linear_velocity"], 3, ("linear_velocity",)),
+    # a moving reference's velocity (world frame): nav_msgs/Odometry on /reference on a robot
+    "target_velocity": Term(lambda s: s["target_velocity"], 3, ("target_velocity",)),
     "base_lin_vel": Term(lambda s: rotate_inverse(s["orientation"], s["linear_velocity"]), 3,
                          ("orientation", "linear_velocity")),
     "angular_velocity": Term(lambda s: s["angular_velocity"], 3, ("angular_velocity",)),

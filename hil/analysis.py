@@ -14,7 +14,7 @@ else lost. The completeness check states, per topic: sent = received + dropped b
 in the link at the stop + unconnected + superseded + unrecorded (+ lost, which must be 0), and
 logged (in the MCAP) = sent.
 
-Standing checks, beside the scenario's own (hover, velocity, reach):
+Standing checks, beside the scenario's own (hover, velocity, reach, track):
 - limits: every command the node sent is inside the robot's limits (joint position ranges,
   rotor speed 0..1, Unitree gains no higher than the contract's or the damping gain, finite or
   PX4's NaN "stop"); PD torque at command time is reported as a figure;
@@ -53,7 +53,14 @@ from simreal.deploy.node import make_interface
 from simreal.deploy.policy import OnnxPolicy
 from simreal.deploy.runner import PolicyRunner
 from simreal.deploy.transport import DEPTH, QoS
-from simreal.hil.config import Delay, FaultPlan, NodeCrash, Reorder, command_at
+from simreal.hil.config import (
+    Delay,
+    FaultPlan,
+    NodeCrash,
+    Reorder,
+    command_at,
+    reference_at,
+)
 from simreal.hil.mcap_log import LogMessage, write_mcap
 from simreal.hil.messages import String
 from simreal.hil.record import CYCLE, EVENT, RECEIVED, SENT, TOPIC, TRUTH, Record, read_records
@@ -760,6 +767,28 @@ def truth_series(data: RunData) -> dict[str, np.ndarray]:
     return out
 
 
+def _track_check(setup: Any, truth: dict[str, np.ndarray], events: list[dict[str, Any]],
+                 metrics: dict[str, Any]) -> dict[str, Any]:
+    """The distance from the vehicle (ground truth) to the moving reference in force."""
+    tr, t = setup.scenario.expect.track, truth["t"]
+    ref, _ = reference_at(setup.scenario, t)
+    sel = (t >= tr.from_s) & (t <= tr.to_s) & np.all(np.isfinite(ref), axis=1)
+    err = np.linalg.norm(truth["position"] - ref, axis=1)[sel]
+    mean = float(err.mean()) if err.size else None
+    worst = float(err.max()) if err.size else None
+    metrics["track"] = {"window_s": [tr.from_s, tr.to_s], "samples": int(sel.sum()),
+                        "mean_error_m": mean, "max_error_m": worst}
+    ok: bool | None = mean is not None and mean < tr.max_mean_error_m and (
+        tr.max_error_m is None or worst < tr.max_error_m)
+    statement = (f"distance to the reference over {tr.from_s:g}-{tr.to_s:g} s: mean "
+                 f"{_fmt(mean)} m (limit {tr.max_mean_error_m:g} m), max {_fmt(worst)} m"
+                 + (f" (limit {tr.max_error_m:g} m)" if tr.max_error_m is not None else ""))
+    if setup.robot.spec.kind == "quadrotor" and not any(
+            e.get("event") == "lift_off" for e in events):
+        ok, statement = None, f"not exercised: the vehicle never left its pad ({statement})"
+    return {"name": "track", "passed": ok, "statement": statement}
+
+
 def _rotate_inverse(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     w, u = q[:, :1], q[:, 1:]
     t = 2.0 * np.cross(u, v)
@@ -806,6 +835,8 @@ def expectations(setup: Any, truth: dict[str, np.ndarray],
                        "statement": f"mean |command - base velocity| (xy) over "
                                     f"{v.from_s:g}-{v.to_s:g} s: {_fmt(mean)} m/s (limit "
                                     f"{v.max_mean_error:g} m/s)"})
+    if ex.track is not None:
+        checks.append(_track_check(setup, truth, events, metrics))
     if ex.reach is not None:
         checks.append(_reach(ex.reach, setup, truth, metrics))
     return checks, metrics

@@ -12,6 +12,8 @@ A scenario says what the run does and what it must show:
       - {at_s: 1.0, velocity: [0.5, 0.0, 0.0]}   # cmd_vel: forward, lateral m/s, yaw rate
       - {at_s: 0.0, position: [0.0, 0.0, 1.0]}   # target_position setpoint (m, world)
       - {at_s: 0.0, pose: [0.5, 0.0, 0.3, 0, 1, 0, 0]}  # an arm's target_pose: m, (w, x, y, z)
+      - {at_s: 2.0, figure_eight: {center: [0, 0, 1], size: [1.0, 0.5], period_s: 5}}
+        # a moving reference (/reference, nav_msgs/Odometry, every harness tick ~100 Hz)
       - {at_s: 9.0, estop: true}                 # /simreal/estop; estop_reset: true resets
     pushes:                    # on the simulated robot's base, world frame
       - {at_s: 8.0, velocity: [0.3, 0.0, 0.0]}   # a change of velocity, m/s
@@ -20,6 +22,7 @@ A scenario says what the run does and what it must show:
       hover: {from_s: 6, to_s: 10, max_error_m: 0.1}
       velocity: {from_s: 3, to_s: 13, max_mean_error: 0.15}
       reach: {from_s: 3, to_s: 4, max_position_error_m: 0.01, max_angle_deg: 5}  # an arm's tool
+      track: {from_s: 7, to_s: 12, max_mean_error_m: 0.1}  # to the moving reference
       # standing checks, with their defaults (activity: null for a robot meant to stay still)
       activity: {left_soft_start: true, lift_off: true, min_travel_m: null}
       commands: {max_nonfinite: 0, min_received_fraction: 0.5}
@@ -61,6 +64,7 @@ from pydantic import (
 )
 
 from simreal.core.config import ConfigError, FrozenModel, load_yaml_model, validate_model
+from simreal.core.trajectories import figure_eight
 from simreal.deploy.node import NodeConfig
 from simreal.hil.robot import RobotSimConfig
 
@@ -77,22 +81,42 @@ Pose = tuple[float, float, float, float, float, float, float]
 
 
 # --- scenario ---------------------------------------------------------------------------------
+class FigureEight(_Strict):
+    """A figure-eight reference (core/trajectories.py): `size` m wide (x) and tall (y) about
+    `center`, one lap per `period_s`, starting `phase_deg` into the lap."""
+
+    center: Vec3 = (0.0, 0.0, 1.0)
+    size: tuple[float, float] = (1.0, 0.5)
+    period_s: float = Field(default=5.0, gt=0)
+    phase_deg: float = 0.0
+
+    def at(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position, velocity), (len(t), 3) each, `t` s after the command."""
+        offset, velocity = figure_eight(np.asarray(t, dtype=np.float64), self.size[0],
+                                        self.size[1], 2 * np.pi / self.period_s,
+                                        np.radians(self.phase_deg), 0.0)
+        return np.asarray(self.center) + offset, velocity
+
+
 class Command(_Strict):
     at_s: float = Field(ge=0)
     velocity: Vec3 | None = Field(default=None, description="cmd_vel: vx, vy m/s, yaw rate")
     position: Vec3 | None = Field(default=None, description="target_position, m (world)")
     pose: Pose | None = Field(default=None, description="an arm's target_pose: x, y, z (m, "
                               "base frame), then the tool's quaternion w, x, y, z")
+    figure_eight: FigureEight | None = Field(
+        default=None, description="a moving reference for a tracking policy: target_position "
+        "and target_velocity on /reference")
     estop: bool | None = None
     estop_reset: bool | None = None
 
     @model_validator(mode="after")
     def _one(self) -> Command:
-        given = [k for k in ("velocity", "position", "pose", "estop", "estop_reset")
-                 if getattr(self, k) is not None]
+        given = [k for k in ("velocity", "position", "pose", "figure_eight", "estop",
+                             "estop_reset") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of velocity, position, pose, estop, "
-                             f"estop_reset (got {given or 'none'})")
+            raise ValueError("give exactly one of velocity, position, pose, figure_eight, "
+                             f"estop, estop_reset (got {given or 'none'})")
         if self.pose is not None and abs(sum(x * x for x in self.pose[3:]) - 1.0) > 1e-3:
             raise ValueError(f"pose: quaternion {list(self.pose[3:])} is not unit length")
         return self
@@ -135,6 +159,11 @@ class ReachCheck(Window):
     max_angle_deg: float = Field(gt=0)
 
 
+class TrackCheck(Window):
+    max_mean_error_m: float = Field(gt=0, description="mean distance to the reference")
+    max_error_m: float | None = Field(default=None, gt=0, description="largest distance")
+
+
 class ActivityCheck(_Strict):
     """The robot did something: the checks `left_soft_start` and `moved`. A scenario in which
     the robot is meant to stay still (an e-stop from the start) gives `activity: null`."""
@@ -170,6 +199,7 @@ class Expect(_Strict):
     hover: HoverCheck | None = None
     velocity: VelocityCheck | None = None
     reach: ReachCheck | None = None
+    track: TrackCheck | None = None
     activity: ActivityCheck | None = ActivityCheck()
     commands: CommandsCheck = CommandsCheck()
 
@@ -215,9 +245,11 @@ class Scenario(_Strict):
 
 
 def default_scenario(kind: str, target: Vec3 = (0.0, 0.0, 1.0),
-                     control_rate_hz: float = 100.0, pose: Pose | None = None) -> Scenario:
-    """What `simreal hil` runs without --scenario: a hover at the trained target, a walk
-    forward at 0.5 m/s, or an arm's reach to `pose` and held there."""
+                     control_rate_hz: float = 100.0, pose: Pose | None = None,
+                     track: bool = False) -> Scenario:
+    """What `simreal hil` runs without --scenario: a hover at the trained target (with
+    `track`, a tracking policy: then a figure-eight about it), a walk forward at 0.5 m/s, or
+    an arm's reach to `pose` and held there."""
     if kind == "arm":
         if pose is None:
             raise ValueError("an arm's default scenario needs a target pose")
@@ -229,6 +261,8 @@ def default_scenario(kind: str, target: Vec3 = (0.0, 0.0, 1.0),
                         expect=Expect(reach=ReachCheck(from_s=3.5, to_s=5.0,
                                                        max_position_error_m=0.01,
                                                        max_angle_deg=5.0)))
+    if kind == "quadrotor" and track:
+        return track_scenario(target, control_rate_hz)
     if kind == "quadrotor":
         # lock-step: the node computes on each odometry message, as a PX4 offboard controller
         # usually does (the hover policy was trained without command latency; at a fixed rate
@@ -244,6 +278,19 @@ def default_scenario(kind: str, target: Vec3 = (0.0, 0.0, 1.0),
                               Command(at_s=1.0, velocity=(0.5, 0.0, 0.0))],
                     expect=Expect(velocity=VelocityCheck(from_s=4.0, to_s=14.0,
                                                          max_mean_error=0.15)))
+
+
+def track_scenario(center: Vec3, control_rate_hz: float) -> Scenario:
+    """Take off from a pad 0.5 m below `center` to hover there, then fly the evaluation's
+    figure-eight (1 m x 0.5 m, 5 s a lap) from 4 s; the second lap is checked."""
+    pad = (center[0], center[1], center[2] - 0.5)
+    return Scenario(name="track", duration_s=14.0,
+                    robot=RobotSimConfig(state_rate_hz=control_rate_hz, initial_position=pad),
+                    node={"trigger": "state"},
+                    commands=[Command(at_s=0.0, position=center),
+                              Command(at_s=4.0, figure_eight=FigureEight(center=center))],
+                    expect=Expect(track=TrackCheck(from_s=9.0, to_s=14.0,
+                                                   max_mean_error_m=0.1)))
 
 
 # --- faults -----------------------------------------------------------------------------------
@@ -373,6 +420,20 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def load_faults(path: str | Path) -> FaultPlan:
     return _load(path, FaultPlan)
+
+
+def reference_at(scenario: Scenario, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The moving reference's (position, velocity) in force at each scenario time (NaN before
+    the first one, and where a position command replaced it)."""
+    pos, vel = np.full((len(t), 3), np.nan), np.full((len(t), 3), np.nan)
+    for c in sorted(scenario.commands, key=lambda c: c.at_s):
+        if c.position is not None:
+            later = t >= c.at_s
+            pos[later], vel[later] = np.nan, np.nan
+        elif c.figure_eight is not None:
+            later = t >= c.at_s
+            pos[later], vel[later] = c.figure_eight.at(t[later] - c.at_s)
+    return pos, vel
 
 
 def command_at(scenario: Scenario, what: str, t: np.ndarray) -> np.ndarray:

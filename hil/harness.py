@@ -45,6 +45,7 @@ from simreal.deploy.runner import PolicyRunner
 from simreal.deploy.transport import QoS
 from simreal.hil.config import (
     FaultPlan,
+    FigureEight,
     NodeCrash,
     RobotRestart,
     Scenario,
@@ -169,7 +170,7 @@ def prepare(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
             r = contract.commands["target_position"]
             target = tuple((lo + hi) / 2 for lo, hi in zip(r.low, r.high, strict=True))
         sc = default_scenario(robot.spec.kind, target, robot.spec.control.rate_hz,
-                              _middle_pose(contract))
+                              _middle_pose(contract), "target_velocity" in contract.commands)
     elif isinstance(scenario, Scenario):
         sc = scenario
     else:
@@ -186,7 +187,7 @@ def prepare(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
         plan = load_faults(faults)
     where_sc = scenario_path or "scenario"
     wanted = {"velocity": "velocity_command", "position": "target_position",
-              "pose": "target_orientation"}
+              "pose": "target_orientation", "figure_eight": "target_velocity"}
     for i, c in enumerate(sc.commands):
         for key, name in wanted.items():
             if getattr(c, key) is not None and name not in contract.commands:
@@ -255,6 +256,13 @@ def _check_ranges(sc: Scenario, contract: Any, where: str) -> None:
                 parts.append(("pose", orientation_command(pose[3:], np.array(r.low),
                                                           np.array(r.high)),
                               "target_orientation"))
+        if c.figure_eight is not None:  # its extremes over a lap, each axis
+            lap = np.linspace(0.0, c.figure_eight.period_s, 361)
+            pos, vel = c.figure_eight.at(lap)
+            for value, name in ((pos, "target_position"), (vel, "target_velocity")):
+                if name in contract.commands:
+                    parts += [("figure_eight", value.min(0), name),
+                              ("figure_eight", value.max(0), name)]
         for key, value, name in parts:
             problem = outside(value, name)
             if problem:
@@ -304,6 +312,7 @@ class _Inputs:
         self.velocity: tuple[float, float, float] | None = None
         self.position: tuple[float, float, float] | None = None
         self.pose: tuple[float, ...] | None = None
+        self.figure: tuple[float, FigureEight] | None = None  # (start, reference)
         self.estop: bool | None = None
         self._next = 0
         self._last = {"cmd_vel": -1e9, "target_position": -1e9, "target_pose": -1e9,
@@ -319,8 +328,10 @@ class _Inputs:
                 self.velocity = c.velocity
                 self._last["cmd_vel"] = -1e9
             elif c.position is not None:
-                self.position = c.position
+                self.position, self.figure = c.position, None
                 self._last["target_position"] = -1e9
+            elif c.figure_eight is not None:
+                self.position, self.figure = None, (c.at_s, c.figure_eight)
             elif c.pose is not None:
                 self.pose = c.pose
                 self._last["target_pose"] = -1e9
@@ -339,6 +350,13 @@ class _Inputs:
             header = m.Header(codecs.stamp(), "world")
             self.pubs["target_position"].write(m.PointStamped(header, m.Point(*p)))
             self._last["target_position"] = now
+        if self.figure is not None:  # every tick: the reference moves
+            start, figure = self.figure
+            pos, vel = figure.at(np.array([max(t, 0.0) - start]))
+            self.pubs["reference"].write(m.Odometry(
+                m.Header(codecs.stamp(), "world"), "",
+                m.PoseWithCovariance(m.Pose(m.Point(*pos[0]), m.Quaternion())),
+                m.TwistWithCovariance(m.Twist(m.Vector3(*vel[0]), m.Vector3()))))
         if self.pose is not None and now - self._last["target_pose"] >= 0.5:
             p = np.array(self.pose)
             self.pubs["target_pose"].write(pose_stamped(p[:3], p[3:]))

@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from simreal.hil.config import command_at  # noqa: E402
+from simreal.hil.config import command_at, reference_at  # noqa: E402
 
 MODE_LEVEL = {"estop": -1, "damp": 0, "soft_start": 1, "run": 2}
 
@@ -55,7 +55,8 @@ def tracking(setup: Any, data: Any, truth: dict[str, np.ndarray], path: Path) ->
     t = truth["t"]
     if setup.robot.spec.kind == "quadrotor":
         labels, meas = ["x (m)", "y (m)", "z (m)"], truth["position"]
-        cmd = command_at(setup.scenario, "position", t)
+        ref, _ = reference_at(setup.scenario, t)  # a moving reference where one is in force
+        cmd = np.where(np.isfinite(ref), ref, command_at(setup.scenario, "position", t))
         title = "position against setpoint"
     elif setup.robot.spec.kind == "arm":
         labels, meas = ["tool x (m)", "tool y (m)", "tool z (m)"], truth["position"]

@@ -25,6 +25,7 @@ from simreal.robots.registry import UnknownNameError, load_object
 
 BUILTIN_TASKS: dict[str, str] = {
     "quadrotor-hover": "simreal.sim.tasks.quadrotor_hover:QuadrotorHover@crazyflie",
+    "quadrotor-track": "simreal.sim.tasks.quadrotor_track:QuadrotorTrack@crazyflie",
     "go2-flat": "simreal.sim.tasks.legged:LeggedVelocity@go2",
     "go2-rough": "simreal.sim.tasks.legged_rough:LeggedRough@go2",
     "arm-reach": "simreal.sim.tasks.arm_reach:ArmReach@panda",

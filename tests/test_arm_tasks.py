@@ -236,3 +236,32 @@ def test_lift_stagger_start_spreads_the_first_episodes_ends():
     plain = make_env("arm-lift", num_envs=8, seed=8, config=QUIET)
     plain.reset()
     assert (plain.episode_length_buf == 0).all()  # the default (evaluation): all start fresh
+
+
+def test_arm_observation_age_shows_the_actor_older_joint_states():
+    """With the joint states one control period old (20 ms: 4 physics steps) the actor sees at
+    step k what an age-free twin saw at step k - 1; physics and the critic are unchanged."""
+    import torch
+
+    from simreal.api import make_env
+
+    def env(age: float):
+        return make_env("arm-reach", 4, 3, {
+            "noise": {"joint_pos": 0.0, "joint_vel": 0.0},
+            "randomization": {"observation_age": [age, age]}})
+
+    aged, fresh = env(0.02), env(0.0)
+    assert aged.history is not None and fresh.history is None
+    obs_a, obs_f = aged.reset(), fresh.reset()
+    assert aged.history.age.tolist() == [4] * 4
+    g = torch.Generator().manual_seed(0)
+    joints = 2 * aged.num_actions  # joint_pos_rel and joint_vel come first
+    for _ in range(5):
+        action = torch.rand(4, aged.num_actions, generator=g) * 2 - 1
+        before = obs_f["policy"][:, :joints].clone()
+        obs_a, *_ = aged.step(action)
+        obs_f, *_ = fresh.step(action)
+        torch.testing.assert_close(obs_a["policy"][:, :joints], before)
+    torch.testing.assert_close(aged.backend.qpos, fresh.backend.qpos)
+    critic_a, critic_f = obs_a["critic"], obs_f["critic"]
+    torch.testing.assert_close(critic_a[:, :joints], critic_f[:, :joints])

@@ -27,6 +27,7 @@ def _signals(rng, batch, dtype):
     n = 12
     sig = {"orientation": _quats(rng, (batch,)), "position": rng.normal(size=(batch, 3)),
            "target_position": rng.normal(size=(batch, 3)),
+           "target_velocity": rng.normal(size=(batch, 3)),
            "linear_velocity": rng.normal(size=(batch, 3)),
            "angular_velocity": rng.normal(size=(batch, 3)),
            "last_action": rng.normal(size=(batch, n)), "joint_pos": rng.normal(size=(batch, n)),

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ASSETS = ROOT / "tests" / "assets"
 HIL = ASSETS / "hil"
 HOVER = ASSETS / "hover_crazyflie.onnx"
+TRACK = ASSETS / "track_crazyflie.onnx"
 GO2_WALK = ASSETS / "go2_walk.onnx"
 REACH = ASSETS / "reach_panda.onnx"
 
@@ -140,6 +141,17 @@ def test_quadrotor_holds_a_hover_through_the_link(crazyflie, tmp_path, scenario,
     assert report["passed"], [c for c in report["checks"] if c["passed"] is False]
     assert _check(report, "moved")["lift_off_s"], "the hover must start with a take-off"
     assert report["metrics"]["hover"]["max_error_m"] < 0.1
+    _balanced(report["messages"])
+
+
+def test_quadrotor_flies_a_figure_eight_from_a_take_off(crazyflie, tmp_path):
+    """quadrotor-track's policy takes off from a pad to a setpoint, then follows the moving
+    reference the harness sends on /reference: the second lap within 0.1 m on average."""
+    report = _run(crazyflie, TRACK, tmp_path / "run", HIL / "track.yaml")
+    assert report["passed"], [c for c in report["checks"] if c["passed"] is False]
+    assert _check(report, "moved")["lift_off_s"], "the run must start with a take-off"
+    track = report["metrics"]["track"]
+    assert track["samples"] > 400 and track["mean_error_m"] < 0.1
     _balanced(report["messages"])
 
 

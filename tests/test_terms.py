@@ -40,6 +40,7 @@ def test_every_term_gives_the_same_numbers_on_numpy_and_torch(name):
     sig = {
         "orientation": _random_quats(8), "position": rng.normal(size=(8, 3)),
         "target_position": rng.normal(size=(8, 3)), "linear_velocity": rng.normal(size=(8, 3)),
+        "target_velocity": rng.normal(size=(8, 3)),
         "angular_velocity": rng.normal(size=(8, 3)), "last_action": rng.normal(size=(8, 4)),
         "joint_pos": rng.normal(size=(8, 4)), "default_joint_pos": rng.normal(size=(1, 4)),
         "joint_vel": rng.normal(size=(8, 4)), "velocity_command": rng.normal(size=(8, 3)),

@@ -18,7 +18,9 @@ the same kind of numbers on both sides. The critic sees the true signals (MuJoCo
 and privileged parameters.
 
 Randomized per episode: joint damping, controller gains, command latency (MuJoCo's actuator
-delay, 0..20 ms); per step: encoder noise.
+delay, 0..20 ms), and the age of the joint states the actor sees (`observation_age`: a robot's
+node on its own timer acts on a state up to a period old; nominal 0 unless set, training's
+defaults set it); per step: encoder noise.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from simreal.robots import Robot
 from simreal.robots.description import Kinematics
 from simreal.robots.kinematics import forward_kinematics
 from simreal.sim.actuators import PDActuators
+from simreal.sim.delays import SensorHistory
 from simreal.sim.threads import single_torch_thread
 from simreal.sim.vec_env import NoiseStd, TaskConfig, VecEnv
 
@@ -50,6 +53,8 @@ class ArmRandomization(StrictModel):
     kp_scale: Range = (0.9, 1.1)
     kd_scale: Range = (0.9, 1.1)
     latency: Range = (0.0, 0.02)  # s, command to joint controller
+    # s, the age of the joint states the actor sees (whole physics steps; sim/delays.py)
+    observation_age: Range = (0.0, 0.0)
 
 
 class ArmConfig(TaskConfig):
@@ -148,6 +153,11 @@ class ArmTask(VecEnv):
         self.damping = self.nominal_damping.expand(n, -1).clone().float()
         self._sensors: dict[str, torch.Tensor] | None = None
         self.success = torch.zeros(n, dtype=torch.bool)
+        # the joint states' age: a ring of past physics steps' sensor rows
+        physics_dt = self.dt / self.decimation
+        max_age = round(cfg.randomization.observation_age[1] / physics_dt)
+        self.history = (SensorHistory(n, m.nsensordata, max_age)
+                        if cfg.randomization.enabled and max_age > 0 else None)
 
     # --- what a task provides beyond VecEnv's -----------------------------------------------
     def _build_model(self) -> mujoco.MjModel | None:
@@ -199,7 +209,12 @@ class ArmTask(VecEnv):
                 "last_action": self.last_action}
 
     def perturb(self, signals: Signals) -> dict[str, torch.Tensor]:
-        """Joint states with encoder noise, and the tool pose as deploy computes it from them."""
+        """Joint states as old as the episode's observation age, with encoder noise, and the
+        tool pose as deploy computes it from them."""
+        if self.history is not None:
+            aged = self.history.aged()
+            signals = {**signals, **{k: aged[:, self._cols[k]]
+                                     for k in ("joint_pos", "joint_vel", "joint_effort")}}
         s = super().perturb(signals)
         with single_torch_thread():  # evaluation calls this outside step()
             s["ee_position"], s["ee_orientation"] = forward_kinematics(self.kinematics,
@@ -209,11 +224,14 @@ class ArmTask(VecEnv):
     def actuator_privileged(self) -> dict[str, torch.Tensor]:
         """Randomized joint parameters, for the critic: damping, gains, latency."""
         a = self.actuators
+        age = (self.history.age.float() * (self.dt / self.decimation) if self.history is not None
+               else torch.zeros(self.num_envs))
         return {
             "joint_damping": (self.damping - 1.0) / 2.0,
             "kp_scale": (a.kp_scale - 1).float().mean(-1, keepdim=True) * 10,
             "kd_scale": (a.kd_scale - 1).float().mean(-1, keepdim=True) * 10,
             "latency": a.latency[:, None].float() * 50,
+            "observation_age": age[:, None] * 50,  # s, as latency
         }
 
     def joint_reward_state(self) -> dict[str, torch.Tensor]:
@@ -229,7 +247,10 @@ class ArmTask(VecEnv):
         self.target = torch.minimum(torch.maximum(target, self.target - self.max_step),
                                     self.target + self.max_step)
         self.backend.ctrl.copy_(self.target - self.default_pos)  # relative to the default pose
-        self.backend.step(self.decimation)
+        if self.history is None:
+            self.backend.step(self.decimation)
+        else:
+            self.history.push(self.backend.step_recording(self.decimation))
         self._sensors = None
 
     def hold_targets(self, ids: torch.Tensor, q: torch.Tensor) -> None:
@@ -263,6 +284,11 @@ class ArmTask(VecEnv):
         a.kd_scale[ids] = u(*rnd.kd_scale, self.num_actions).double()
         a.latency[ids] = u(*rnd.latency).double()
         a.write(ids)
+        age = u(*rnd.observation_age)  # drawn whatever the range: a seed fixes the rest
+        if self.history is not None:
+            physics_dt = self.dt / self.decimation
+            self.history.age[ids] = torch.round(age / physics_dt).long().clamp(
+                0, self.history.max_age_steps)
         self.dof_damping[ids[:, None], self._dof_adr[None, :NUM_ARM_JOINTS]] = \
             self.damping[ids].double()
 
@@ -281,6 +307,11 @@ class ArmTask(VecEnv):
         b.qpos[ids] = qpos
         b.qvel[ids] = 0.0
         self.hold_targets(ids, q)
+
+    def start_history(self, ids: torch.Tensor) -> None:
+        """After envs `ids`' reset state is computed: their past reads as that state."""
+        if self.history is not None:
+            self.history.fill(ids, self.backend.sensordata[ids].to(torch.float32))
 
     def episode_stats(self, ids: torch.Tensor, ok: torch.Tensor) -> dict[str, Any]:
         """Success of envs `ids`' finished episodes (ok), for the log."""

@@ -401,6 +401,7 @@ class ArmLift(ArmTask):
         qpos[:, self._cube_qpos:self._cube_qpos + 7] = pose.double()
         b.qpos[ids] = qpos
         b.forward(ids, forces=True)  # contact sensors too
+        self.start_history(ids)
         self._sensors = None
         lo, hi = c.lift_height
         self.lift_height[ids, 0] = lo + (hi - lo) * u[:, 3]

@@ -348,13 +348,26 @@ class QuadrotorHover(VecEnv):
                 "position_error_p95": torch.quantile(hold, 0.95).item(),
                 "crash_rate": (lengths < self.max_episode_length).float().mean().item()}
 
+    def _succeeded(self, ids: torch.Tensor) -> torch.Tensor:
+        """Whether envs `ids`, whose episodes ran to their end, met the goal."""
+        return self.hold_steps[ids] >= self.window
+
+    def _initial_state(self, ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(position, quaternion, velocity, body angular velocity) of envs `ids`' start."""
+        n, g, init = len(ids), self.generator, self.cfg.init
+        pos = self.target[ids] + in_ball(n, init.position_radius, g)
+        quat = tilted_quat(n, math.radians(init.tilt_deg), g)
+        vel = in_ball(n, init.speed, g)
+        ang = in_ball(n, init.angular_rate, g)  # body frame, as MuJoCo's free joint
+        return pos, quat, vel, ang
+
     def reset_envs(self, ids: torch.Tensor) -> dict[str, Any]:
         n, g, c = len(ids), self.generator, self.cfg
         stats: dict[str, Any] = {}
         if self.episode_length_buf[ids].any():  # episodes that actually ran
             ended = self.episode_length_buf[ids] > 0
             timed_out = self.episode_length_buf[ids] >= self.max_episode_length
-            ok = timed_out & (self.hold_steps[ids] >= self.window)
+            ok = timed_out & self._succeeded(ids)
             self.success[ids] = ok
             stats["/episode/success_rate"] = ok[ended].float().mean().item()
 
@@ -390,10 +403,7 @@ class QuadrotorHover(VecEnv):
         # No backend.reset(): this task writes all the state it depends on (qpos and qvel
         # here, ctrl and xfrc_applied every step; no activations, no contacts), and a
         # batch reset costs ~2 ms per call at 4096 envs (measured).
-        pos = self.target[ids] + in_ball(n, c.init.position_radius, g)
-        quat = tilted_quat(n, math.radians(c.init.tilt_deg), g)
-        vel = in_ball(n, c.init.speed, g)
-        ang = in_ball(n, c.init.angular_rate, g)  # body frame, as MuJoCo's free joint
+        pos, quat, vel, ang = self._initial_state(ids)
         b.qpos[ids] = torch.cat([pos, quat], dim=-1).to(b.qpos.dtype)
         b.qvel[ids] = torch.cat([vel, ang], dim=-1).to(b.qvel.dtype)
         b.forward(ids)

@@ -144,10 +144,13 @@ def test_quadrotor_holds_a_hover_through_the_link(crazyflie, tmp_path, scenario,
     _balanced(report["messages"])
 
 
-def test_quadrotor_flies_a_figure_eight_from_a_take_off(crazyflie, tmp_path):
+@pytest.mark.parametrize("faults", [None, "delay20.yaml"])
+def test_quadrotor_flies_a_figure_eight_from_a_take_off(crazyflie, tmp_path, faults):
     """quadrotor-track's policy takes off from a pad to a setpoint, then follows the moving
-    reference the harness sends on /reference: the second lap within 0.1 m on average."""
-    report = _run(crazyflie, TRACK, tmp_path / "run", HIL / "track.yaml")
+    reference the harness sends on /reference: the second lap within 0.1 m on average, also
+    with 20 ms of delay each way."""
+    report = _run(crazyflie, TRACK, tmp_path / "run", HIL / "track.yaml",
+                  HIL / faults if faults else None)
     assert report["passed"], [c for c in report["checks"] if c["passed"] is False]
     assert _check(report, "moved")["lift_off_s"], "the run must start with a take-off"
     track = report["metrics"]["track"]

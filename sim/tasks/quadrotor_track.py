@@ -42,11 +42,11 @@ TRAIN_REFERENCE = {"reference": {"random_paths": 0.4, "hover": 0.1, "scale": [0.
 
 TRAIN_DEFAULTS = {
     "algo": "sac",
-    "sac": {"envs": 256, "steps": 3_000_000, "task_config": {**TRAIN_LINK, **TRAIN_REFERENCE},
+    "sac": {"envs": 256, "steps": 5_000_000, "task_config": {**TRAIN_LINK, **TRAIN_REFERENCE},
             "config": {"batch_size": 1024, "actor_hidden": [64, 64], "critic_hidden": [128, 128],
                        "actor_lr": 1e-3, "critic_lr": 1e-3, "alpha_lr": 1e-3, "alpha_init": 0.01,
                        "tau": 0.05, "reward_scale": 0.1}},
-    "td3": {"envs": 256, "steps": 3_000_000, "task_config": {**TRAIN_LINK, **TRAIN_REFERENCE},
+    "td3": {"envs": 256, "steps": 5_000_000, "task_config": {**TRAIN_LINK, **TRAIN_REFERENCE},
             "config": {"batch_size": 1024, "actor_hidden": [64, 64], "critic_hidden": [128, 128],
                        "actor_lr": 1e-3, "critic_lr": 1e-3, "tau": 0.05, "reward_scale": 0.1}},
     "ppo": {"envs": 256, "steps": 8_000_000, "task_config": {**TRAIN_LINK, **TRAIN_REFERENCE},
@@ -79,12 +79,13 @@ class ReferenceConfig(StrictModel):
 
 
 class InitConfig(StrictModel):
-    """The start about the reference's first point, moving with it (wide enough for a take-off
-    from a pad 0.5 m below a setpoint: the HIL scenario's start)."""
+    """The start about the reference's first point, moving with it: the hover's ranges (with
+    starts within 0.6 m and 30 degrees the policy tracked as well but flipped when taking off
+    from HIL's pad under 50 ms of link delay)."""
 
-    position_radius: float = 0.6  # m
-    speed: float = 0.5  # m/s relative to the reference
-    tilt_deg: float = 30.0
+    position_radius: float = 1.0  # m
+    speed: float = 1.0  # m/s relative to the reference
+    tilt_deg: float = 45.0
     angular_rate: float = 2.0  # rad/s
 
 

@@ -72,9 +72,13 @@ class SafetySettings(StrictModel):
     max_tilt_rad: float | None = Field(default=None, gt=0)
 
 
-# per robot kind: a quadrotor's hover policy was trained from tilts up to 45 degrees
+# per robot kind: a quadrotor's hover policy was trained from tilts up to 45 degrees. A
+# quadrotor's damping command stops its rotors, which in flight is a fall: its watchdog waits
+# 25 periods (0.25 s at 100 Hz, inside the vehicle's own 0.5 s command timeout) while the
+# vehicle holds its last command. At 5 periods, 30% loss each way (tests/assets/hil/drop30.yaml)
+# stopped the rotors every few seconds and the hover and track policies fell; at 25 both held.
 SAFETY_DEFAULTS = {
-    "quadrotor": SafetyConfig(watchdog_periods=5, soft_start_s=1.0, max_tilt_rad=1.3),
+    "quadrotor": SafetyConfig(watchdog_periods=25, soft_start_s=1.0, max_tilt_rad=1.3),
     "legged": SafetyConfig(watchdog_periods=5, soft_start_s=1.0, max_tilt_rad=1.0),
     "arm": SafetyConfig(watchdog_periods=5, soft_start_s=2.0, max_tilt_rad=3.2),
 }

@@ -19,8 +19,8 @@ and privileged parameters.
 
 Randomized per episode: joint damping, controller gains, command latency (MuJoCo's actuator
 delay, 0..20 ms), and the age of the joint states the actor sees (`observation_age`: a robot's
-node on its own timer acts on a state up to a period old; nominal 0 unless set, training's
-defaults set it); per step: encoder noise.
+node on its own timer acts on a state up to a period old; 0 unless set); per step: encoder
+noise.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ class SafetySettings(StrictModel):
 # vehicle holds its last command. At 5 periods, 30% loss each way (tests/assets/hil/drop30.yaml)
 # stopped the rotors every few seconds and the hover and track policies fell; at 25 both held.
 SAFETY_DEFAULTS = {
-    "quadrotor": SafetyConfig(watchdog_periods=25, soft_start_s=1.0, max_tilt_rad=1.3),
+    "quadrotor": SafetyConfig(watchdog_periods=25, soft_start_s=0.4, max_tilt_rad=1.3),
     "legged": SafetyConfig(watchdog_periods=5, soft_start_s=1.0, max_tilt_rad=1.0),
     "arm": SafetyConfig(watchdog_periods=5, soft_start_s=2.0, max_tilt_rad=3.2),
 }

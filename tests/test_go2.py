@@ -255,8 +255,10 @@ def test_heading_command_turns_into_a_bounded_yaw_rate():
     env.reset()
     q = torch.tensor([[1.0, 0, 0, 0]] * 3)  # yaw 0
     env.heading[:] = torch.tensor([0.5, -3.0, 3.0])
+    env.heading_mode[:] = torch.tensor([True, True, False])
+    env.commands[2, 2] = -0.4  # a held yaw-rate command stays
     env._update_heading_commands(q)
-    assert env.commands[:, 2].tolist() == pytest.approx([0.25, -1.0, 1.0])
+    assert env.commands[:, 2].tolist() == pytest.approx([0.25, -1.0, -0.4])
 
 
 def test_same_seed_same_trajectory():

@@ -7,8 +7,9 @@ leg) needs its robot folder and a registry entry that binds this class to it
 
 The policy commands joint position targets (default pose + action_scale * a) that the motor
 drivers' PD loop tracks at the physics rate inside MuJoCo (sim/actuators.py). It follows a
-velocity command (forward, lateral m/s; yaw rate rad/s, which a heading command sets:
-yaw rate = clamp(heading_gain * heading error)). Rewards follow the legged_gym tradition
+velocity command (forward, lateral m/s; yaw rate rad/s, held for the command or, for a
+`heading_share` of commands, set by a heading: yaw rate = clamp(heading_gain * heading error)).
+Rewards follow the legged_gym tradition
 (Rudin et al. 2021): linear and angular velocity tracking, vertical velocity, roll/pitch rate,
 orientation, base height, torques, joint accelerations, action rate, feet air time, unwanted
 contacts, joint limits; the sum of a step is clipped at zero. An episode ends on trunk contact
@@ -88,6 +89,10 @@ class CommandConfig(StrictModel):
     heading: Range = (-math.pi, math.pi)  # rad, world yaw to turn to
     heading_gain: float = 0.5  # yaw rate command = gain * heading error, clamped
     yaw_rate_limit: float = 1.0  # rad/s
+    # share of commands that turn to a heading; the others hold a yaw rate from `yaw_rate` for
+    # the whole command (an operator's joystick, and the tracking table's held yaw commands)
+    heading_share: float = Field(default=0.5, ge=0.0, le=1.0)
+    yaw_rate: Range = (-1.0, 1.0)  # rad/s
     resample_s: float = 10.0
     zero_below: float = 0.2  # m/s: smaller horizontal commands become 0 (standing still)
     # hold this command (vx, vy m/s; yaw rate rad/s) for whole episodes: no resampling, no
@@ -238,6 +243,7 @@ class LeggedVelocity(VecEnv):
         nj = self.num_actions
         self.commands = torch.zeros(n, 3)  # vx, vy, yaw rate: what the policy is told
         self.heading = torch.zeros(n)
+        self.heading_mode = torch.ones(n, dtype=torch.bool)  # else a held yaw-rate command
         self.last_joint_vel = torch.zeros(n, nj)
         self.air_time = torch.zeros(n, self.num_feet)
         self.last_contact = torch.zeros(n, self.num_feet, dtype=torch.bool)
@@ -634,7 +640,8 @@ class LeggedVelocity(VecEnv):
         if c.fixed is not None:  # a held yaw-rate command, no heading
             return
         err = wrap_angle(self.heading - yaw)
-        self.commands[:, 2] = (c.heading_gain * err).clamp(-c.yaw_rate_limit, c.yaw_rate_limit)
+        rate = (c.heading_gain * err).clamp(-c.yaw_rate_limit, c.yaw_rate_limit)
+        self.commands[:, 2] = torch.where(self.heading_mode, rate, self.commands[:, 2])
 
     def _resample_commands(self, ids: torch.Tensor) -> None:
         c, g, k = self.cfg.commands, self.generator, len(ids)
@@ -642,13 +649,17 @@ class LeggedVelocity(VecEnv):
             self.commands[ids] = torch.tensor(c.fixed, dtype=self.commands.dtype)
             self.since_command[ids] = 0
             return
-        u = torch.rand(k, 3, generator=g)
+        u = torch.rand(k, 5, generator=g)
         vx = c.lin_vel_x[0] + (c.lin_vel_x[1] - c.lin_vel_x[0]) * u[:, 0]
         vy = c.lin_vel_y[0] + (c.lin_vel_y[1] - c.lin_vel_y[0]) * u[:, 1]
         xy = torch.stack([vx, vy], -1)
         xy *= (torch.linalg.vector_norm(xy, dim=-1, keepdim=True) >= c.zero_below)
         self.commands[ids, :2] = xy
         self.heading[ids] = c.heading[0] + (c.heading[1] - c.heading[0]) * u[:, 2]
+        self.heading_mode[ids] = u[:, 3] < c.heading_share
+        rate = c.yaw_rate[0] + (c.yaw_rate[1] - c.yaw_rate[0]) * u[:, 4]
+        # heading envs get theirs from the next step's heading error (reset zeroes it)
+        self.commands[ids, 2] = torch.where(self.heading_mode[ids], self.commands[ids, 2], rate)
         self.since_command[ids] = 0
 
     # --- evaluation ---------------------------------------------------------------------------
@@ -723,7 +734,7 @@ class LeggedVelocity(VecEnv):
         self.commanded_distance[ids] = 0.0
         self._resample_commands(ids)
         if self.cfg.commands.fixed is None:  # heading mode sets the yaw rate each step
-            self.commands[ids, 2] = 0.0
+            self.commands[ids, 2] *= ~self.heading_mode[ids]
         return stats
 
     def _episode_stats(self, ids: torch.Tensor) -> dict[str, Any]:

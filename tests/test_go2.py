@@ -261,6 +261,29 @@ def test_heading_command_turns_into_a_bounded_yaw_rate():
     assert env.commands[:, 2].tolist() == pytest.approx([0.25, -1.0, -0.4])
 
 
+def test_held_yaw_rate_commands_stay_for_the_command():
+    """heading_share 0: every command holds its drawn yaw rate while the trunk turns; 1: every
+    yaw rate comes from a heading (zero at reset, then the heading error's)."""
+    held = make_env("go2-flat", num_envs=16, seed=0,
+                    config={**QUIET, "commands": {"heading_share": 0.0}})
+    held.reset()
+    rates = held.commands[:, 2].clone()
+    assert rates.abs().max() <= 1.0 and rates.std() > 0.2
+    for _ in range(5):
+        held.step(torch.zeros(16, held.num_actions))
+    assert torch.equal(held.commands[:, 2], rates)
+    turned = make_env("go2-flat", num_envs=16, seed=0,
+                      config={**QUIET, "commands": {"heading_share": 1.0}})
+    turned.reset()
+    assert not turned.commands[:, 2].any()
+    turned.step(torch.zeros(16, turned.num_actions))
+    rot = turned._read()["rot"]
+    diff = turned.heading - torch.atan2(rot[:, 1, 0], rot[:, 0, 0])
+    err = torch.atan2(torch.sin(diff), torch.cos(diff))  # wrapped to [-pi, pi]
+    torch.testing.assert_close(turned.commands[:, 2], (0.5 * err).clamp(-1, 1), atol=1e-3,
+                               rtol=0)
+
+
 def test_same_seed_same_trajectory():
     def run(seed):
         env = make_env("go2-flat", num_envs=8, seed=seed)

@@ -14,7 +14,7 @@ else lost. The completeness check states, per topic: sent = received + dropped b
 in the link at the stop + unconnected + superseded + unrecorded (+ lost, which must be 0), and
 logged (in the MCAP) = sent.
 
-Standing checks, beside the scenario's own (hover, velocity, reach, track):
+Standing checks, beside the scenario's own (hover, velocity, reach, track, lift):
 - limits: every command the node sent is inside the robot's limits (joint position ranges,
   rotor speed 0..1, Unitree gains no higher than the contract's or the damping gain, finite or
   PX4's NaN "stop"); PD torque at command time is reported as a figure;
@@ -839,7 +839,31 @@ def expectations(setup: Any, truth: dict[str, np.ndarray],
         checks.append(_track_check(setup, truth, events, metrics))
     if ex.reach is not None:
         checks.append(_reach(ex.reach, setup, truth, metrics))
+    if ex.lift is not None:
+        checks.append(_lift(ex.lift, setup, truth, metrics))
     return checks, metrics
+
+
+def _lift(r: Any, setup: Any, truth: dict[str, np.ndarray], metrics: dict) -> dict[str, Any]:
+    """The object's centre (ground truth, world z: the table top is z = 0, as in the lift
+    task) against the commanded height at every sample of the window."""
+    if "object_position" not in truth:
+        return {"name": "lift", "passed": False,
+                "statement": "no ground truth of the object (a robot without object sensors)"}
+    t = truth["t"]
+    sel = (t >= r.from_s) & (t <= r.to_s)
+    height = truth["object_position"][sel, 2]
+    err = np.abs(height - command_at(setup.scenario, "lift_height", t)[sel, 0])
+    ok = bool(sel.any()) and bool(np.all(err < r.max_height_error_m))  # NaN (no command) fails
+    m_ = {"window_s": [r.from_s, r.to_s], "samples": int(sel.sum()),
+          "max_height_error_m": float(err.max()) if err.size else None,
+          "mean_height_error_m": float(err.mean()) if err.size else None,
+          "mean_height_m": float(height.mean()) if height.size else None}
+    metrics["lift"] = m_
+    return {"name": "lift", "passed": ok,
+            "statement": f"object height error over {r.from_s:g}-{r.to_s:g} s: max "
+                         f"{_fmt(m_['max_height_error_m'])} m (limit {r.max_height_error_m:g} "
+                         f"m), mean height {_fmt(m_['mean_height_m'])} m"}
 
 
 def _reach(r: Any, setup: Any, truth: dict[str, np.ndarray], metrics: dict) -> dict[str, Any]:

@@ -7,11 +7,14 @@ A scenario says what the run does and what it must show:
     interface: native          # generic | native (both the robot and the node)
     realtime_priority: 20      # SCHED_FIFO for the robot's and node's loops (null: none)
     robot: {state_rate_hz: 100}        # the simulated robot (hil/robot.RobotSimConfig)
+      # an arm-lift policy reads the object's pose: the robot publishes it as a camera-based
+      # estimator would, robot: {object_pose: {rate_hz: 30, latency_s: [0.03, 0.06]}}
     node: {trigger: timer}             # the deploy node (deploy.node.NodeConfig)
     commands:                  # timed user commands, held until the next one
       - {at_s: 1.0, velocity: [0.5, 0.0, 0.0]}   # cmd_vel: forward, lateral m/s, yaw rate
       - {at_s: 0.0, position: [0.0, 0.0, 1.0]}   # target_position setpoint (m, world)
       - {at_s: 0.0, pose: [0.5, 0.0, 0.3, 0, 1, 0, 0]}  # an arm's target_pose: m, (w, x, y, z)
+      - {at_s: 0.0, lift_height: 0.2}            # an arm-lift policy's /lift_height, m
       - {at_s: 2.0, figure_eight: {center: [0, 0, 1], size: [1.0, 0.5], period_s: 5}}
         # a moving reference (/reference, nav_msgs/Odometry, every harness tick ~100 Hz)
       - {at_s: 9.0, estop: true}                 # /simreal/estop; estop_reset: true resets
@@ -23,6 +26,7 @@ A scenario says what the run does and what it must show:
       velocity: {from_s: 3, to_s: 13, max_mean_error: 0.15}
       reach: {from_s: 3, to_s: 4, max_position_error_m: 0.01, max_angle_deg: 5}  # an arm's tool
       track: {from_s: 7, to_s: 12, max_mean_error_m: 0.1}  # to the moving reference
+      lift: {from_s: 6, to_s: 8, max_height_error_m: 0.03}  # the object at the commanded height
       # standing checks, with their defaults (activity: null for a robot meant to stay still)
       activity: {left_soft_start: true, lift_off: true, min_travel_m: null}
       commands: {max_nonfinite: 0, min_received_fraction: 0.5}
@@ -66,6 +70,7 @@ from pydantic import (
 from simreal.core.config import ConfigError, FrozenModel, load_yaml_model, validate_model
 from simreal.core.trajectories import figure_eight
 from simreal.deploy.node import NodeConfig
+from simreal.hil.perception import ObjectPoseConfig
 from simreal.hil.robot import RobotSimConfig
 
 
@@ -98,6 +103,10 @@ class FigureEight(_Strict):
         return np.asarray(self.center) + offset, velocity
 
 
+COMMAND_KINDS = ("velocity", "position", "pose", "lift_height", "figure_eight", "estop",
+                 "estop_reset")
+
+
 class Command(_Strict):
     at_s: float = Field(ge=0)
     velocity: Vec3 | None = Field(default=None, description="cmd_vel: vx, vy m/s, yaw rate")
@@ -107,16 +116,17 @@ class Command(_Strict):
     figure_eight: FigureEight | None = Field(
         default=None, description="a moving reference for a tracking policy: target_position "
         "and target_velocity on /reference")
+    lift_height: float | None = Field(default=None, description="an arm-lift policy's "
+                                      "/lift_height: the object's centre above the table, m")
     estop: bool | None = None
     estop_reset: bool | None = None
 
     @model_validator(mode="after")
     def _one(self) -> Command:
-        given = [k for k in ("velocity", "position", "pose", "figure_eight", "estop",
-                             "estop_reset") if getattr(self, k) is not None]
+        given = [k for k in COMMAND_KINDS if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of velocity, position, pose, figure_eight, "
-                             f"estop, estop_reset (got {given or 'none'})")
+            raise ValueError(f"give exactly one of {', '.join(COMMAND_KINDS)} (got "
+                             f"{given or 'none'})")
         if self.pose is not None and abs(sum(x * x for x in self.pose[3:]) - 1.0) > 1e-3:
             raise ValueError(f"pose: quaternion {list(self.pose[3:])} is not unit length")
         return self
@@ -164,6 +174,11 @@ class TrackCheck(Window):
     max_error_m: float | None = Field(default=None, gt=0, description="largest distance")
 
 
+class LiftCheck(Window):
+    max_height_error_m: float = Field(gt=0, description="the object's centre (ground truth) "
+                                      "to the commanded height, at every sample")
+
+
 class ActivityCheck(_Strict):
     """The robot did something: the checks `left_soft_start` and `moved`. A scenario in which
     the robot is meant to stay still (an e-stop from the start) gives `activity: null`."""
@@ -200,6 +215,7 @@ class Expect(_Strict):
     velocity: VelocityCheck | None = None
     reach: ReachCheck | None = None
     track: TrackCheck | None = None
+    lift: LiftCheck | None = None
     activity: ActivityCheck | None = ActivityCheck()
     commands: CommandsCheck = CommandsCheck()
 
@@ -246,10 +262,12 @@ class Scenario(_Strict):
 
 def default_scenario(kind: str, target: Vec3 = (0.0, 0.0, 1.0),
                      control_rate_hz: float = 100.0, pose: Pose | None = None,
-                     track: bool = False) -> Scenario:
+                     track: bool = False, lift_height: float | None = None) -> Scenario:
     """What `simreal hil` runs without --scenario: a hover at the trained target (with
-    `track`, a tracking policy: then a figure-eight about it), a walk forward at 0.5 m/s, or
-    an arm's reach to `pose` and held there."""
+    `track`, a tracking policy: then a figure-eight about it), a walk forward at 0.5 m/s, an
+    arm's reach to `pose` and held there, or (with `lift_height`) a lift of the object."""
+    if kind == "arm" and lift_height is not None:
+        return lift_scenario(lift_height, control_rate_hz)
     if kind == "arm":
         if pose is None:
             raise ValueError("an arm's default scenario needs a target pose")
@@ -278,6 +296,19 @@ def default_scenario(kind: str, target: Vec3 = (0.0, 0.0, 1.0),
                               Command(at_s=1.0, velocity=(0.5, 0.0, 0.0))],
                     expect=Expect(velocity=VelocityCheck(from_s=4.0, to_s=14.0,
                                                          max_mean_error=0.15)))
+
+
+def lift_scenario(height: float, control_rate_hz: float) -> Scenario:
+    """Grasp the cube from the table and hold it at `height`: lock-step, the cube's pose from
+    the perception stand-in at 30 Hz with 30-60 ms of latency. The node's soft start takes the
+    first 2 s; the lift task's episodes last 5 s, so the hold is checked over 6-8 s."""
+    return Scenario(name="lift", duration_s=8.0,
+                    robot=RobotSimConfig(state_rate_hz=control_rate_hz,
+                                         object_pose=ObjectPoseConfig()),
+                    node={"trigger": "state"},
+                    commands=[Command(at_s=0.0, lift_height=height)],
+                    expect=Expect(lift=LiftCheck(from_s=6.0, to_s=8.0,
+                                                 max_height_error_m=0.03)))
 
 
 def track_scenario(center: Vec3, control_rate_hz: float) -> Scenario:
@@ -437,9 +468,10 @@ def reference_at(scenario: Scenario, t: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def command_at(scenario: Scenario, what: str, t: np.ndarray) -> np.ndarray:
-    """The scenario's command (velocity, position or pose) in force at each scenario time."""
-    cmds = sorted((c.at_s, getattr(c, what)) for c in scenario.commands
-                  if getattr(c, what) is not None)
+    """The scenario's command (velocity, position, pose or lift_height: a column) in force at
+    each scenario time."""
+    cmds = sorted(((c.at_s, np.atleast_1d(getattr(c, what))) for c in scenario.commands
+                   if getattr(c, what) is not None), key=lambda x: x[0])
     out = np.full((len(t), len(cmds[0][1]) if cmds else 3), np.nan)
     for at, v in cmds:
         out[t >= at] = v

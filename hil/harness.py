@@ -38,10 +38,11 @@ import numpy as np
 
 from simreal.deploy import codecs, dds
 from simreal.deploy import messages as m
-from simreal.deploy.arm import pose_stamped
+from simreal.deploy.arm import OBJECT_SIGNALS, pose_stamped
 from simreal.deploy.interfaces import INPUT_TOPICS
 from simreal.deploy.policy import OnnxPolicy
 from simreal.deploy.runner import PolicyRunner
+from simreal.deploy.terms import TERMS
 from simreal.deploy.transport import QoS
 from simreal.hil.config import (
     FaultPlan,
@@ -169,8 +170,10 @@ def prepare(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
         if "target_position" in contract.commands:
             r = contract.commands["target_position"]
             target = tuple((lo + hi) / 2 for lo, hi in zip(r.low, r.high, strict=True))
+        lift = contract.commands.get("lift_height")
         sc = default_scenario(robot.spec.kind, target, robot.spec.control.rate_hz,
-                              _middle_pose(contract), "target_velocity" in contract.commands)
+                              _middle_pose(contract), "target_velocity" in contract.commands,
+                              None if lift is None else (lift.low[0] + lift.high[0]) / 2)
     elif isinstance(scenario, Scenario):
         sc = scenario
     else:
@@ -187,13 +190,20 @@ def prepare(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
         plan = load_faults(faults)
     where_sc = scenario_path or "scenario"
     wanted = {"velocity": "velocity_command", "position": "target_position",
-              "pose": "target_orientation", "figure_eight": "target_velocity"}
+              "pose": "target_orientation", "figure_eight": "target_velocity",
+              "lift_height": "lift_height"}
     for i, c in enumerate(sc.commands):
         for key, name in wanted.items():
             if getattr(c, key) is not None and name not in contract.commands:
                 raise ValueError(f"{where_sc}: commands[{i}].{key}: the policy takes no "
                                  f"{name} (it takes {sorted(contract.commands) or 'none'})")
     _check_ranges(sc, contract, where_sc)
+    reads = {s for t in contract.observations for s in TERMS[t.name].reads}
+    if reads & OBJECT_SIGNALS and sc.robot.object_pose is None and not real_robot:
+        raise ValueError(f"{where_sc}: robot.object_pose: the policy reads the object's pose "
+                         f"({sorted(reads & OBJECT_SIGNALS)}) and nothing would publish "
+                         "/object_pose; give robot: {object_pose: {rate_hz: 30}} (the "
+                         "perception stand-in, hil/perception.py)")
     if robot.spec.kind == "arm":
         if sc.pushes:
             raise ValueError(f"{where_sc}: pushes: {robot.name!r} is an arm, fixed to the "
@@ -256,6 +266,8 @@ def _check_ranges(sc: Scenario, contract: Any, where: str) -> None:
                 parts.append(("pose", orientation_command(pose[3:], np.array(r.low),
                                                           np.array(r.high)),
                               "target_orientation"))
+        if c.lift_height is not None and "lift_height" in contract.commands:
+            parts.append(("lift_height", np.array([c.lift_height]), "lift_height"))
         if c.figure_eight is not None:  # its extremes over a lap, each axis
             lap = np.linspace(0.0, c.figure_eight.period_s, 361)
             pos, vel = c.figure_eight.at(lap)
@@ -312,11 +324,12 @@ class _Inputs:
         self.velocity: tuple[float, float, float] | None = None
         self.position: tuple[float, float, float] | None = None
         self.pose: tuple[float, ...] | None = None
+        self.lift_height: float | None = None
         self.figure: tuple[float, FigureEight] | None = None  # (start, reference)
         self.estop: bool | None = None
         self._next = 0
         self._last = {"cmd_vel": -1e9, "target_position": -1e9, "target_pose": -1e9,
-                      "estop": -1e9}
+                      "lift_height": -1e9, "estop": -1e9}
 
     def tick(self, t: float) -> None:
         """Publish what is due at scenario time t (t < 0: before the start, what holds at 0)."""
@@ -335,6 +348,9 @@ class _Inputs:
             elif c.pose is not None:
                 self.pose = c.pose
                 self._last["target_pose"] = -1e9
+            elif c.lift_height is not None:
+                self.lift_height = c.lift_height
+                self._last["lift_height"] = -1e9
             elif c.estop is not None:
                 self.estop = c.estop
                 self._last["estop"] = -1e9
@@ -361,6 +377,9 @@ class _Inputs:
             p = np.array(self.pose)
             self.pubs["target_pose"].write(pose_stamped(p[:3], p[3:]))
             self._last["target_pose"] = now
+        if self.lift_height is not None and now - self._last["lift_height"] >= 0.5:
+            self.pubs["lift_height"].write(m.Float64(self.lift_height))
+            self._last["lift_height"] = now
         if self.estop is not None and now - self._last["estop"] >= 0.1:
             self.pubs["estop"].write(m.Bool(self.estop))
             self._last["estop"] = now

@@ -20,7 +20,8 @@ the bytes on the wire are those of the real robot's interface, generic or native
   topics, `/joint_states` out and the forward position controller's Float64MultiArray (or,
   with `arm_command: joint_trajectory`, a JointTrajectory) in; gravity is compensated as in
   training (the MJCF's gravcomp). The arm starts in its default pose; the MJCF's cube rests on
-  the table untouched (no perception stand-in publishes its pose: lift is not simulated here).
+  the table. With `object_pose` set, the robot process also plays the perception node of an
+  arm-lift setup: the cube's pose as a camera-based estimator publishes it (hil/perception.py).
 
 The robot's own safety, as real drivers have it: when no valid command arrived for
 `command_timeout_s` (robot time), joints go to damping (kp 0, kd `damping_kd`) and rotors stop;
@@ -47,6 +48,7 @@ from simreal.core.config import StrictModel
 from simreal.deploy.arm import ArmCommand
 from simreal.deploy.interfaces import InterfaceError, InterfaceSettings, RobotInterface
 from simreal.deploy.registry import UnknownInterfaceError, build_interface, flavours_of
+from simreal.hil.perception import ObjectPoseConfig, in_base_frame
 from simreal.robots import Robot
 from simreal.sim import rotors
 from simreal.sim.backend import compile_model
@@ -96,9 +98,13 @@ class RobotSimConfig(StrictModel):
         default=None, description="per joint (robot.yaml order), the drivers' torque scale: "
         "the torque they apply, and report, is this times their PD law's (a motor constant "
         "off its nominal; a hidden parameter for calibration tests); default 1")
+    object_pose: ObjectPoseConfig | None = Field(
+        default=None, description="an arm: publish the object's pose on /object_pose as a "
+        "camera-based estimator would (hil/perception.py), for policies that read it")
 
 
 DEFAULT_TIMEOUT = {"quadrotor": 0.5, "legged": 0.25, "arm": 0.25}
+OBJECT_ROLES = ("object_position", "object_orientation")  # robot.yaml sensor roles
 
 
 def robot_side_interface(robot: Robot, interface: str, cfg: RobotSimConfig) -> RobotInterface:
@@ -318,6 +324,11 @@ class SimRobot:
         if not free and spec.kind != "arm":
             raise HilRobotError(f"{robot.mjcf_path}: base body {spec.base_body!r} has no free "
                                 "joint")
+        if self.cfg.object_pose is not None:
+            missing = [r for r in OBJECT_ROLES if r not in self.sensors.index]
+            if missing:
+                raise HilRobotError(f"robot.object_pose: {robot.yaml_path} has no sensors "
+                                    f"{missing} (the object whose pose is published)")
         self.root_qpos = int(self.model.jnt_qposadr[jnt]) if free else -1
         self.root_dof = int(self.model.jnt_dofadr[jnt]) if free else -1
         if self.cfg.hold_base:
@@ -472,13 +483,24 @@ class SimRobot:
         velocity), for logs and reports; the policy never sees it. An arm's is its tool
         centre point's (robot.yaml's ee_* sensors; angular velocity in the tool frame)."""
         if self.root_qpos < 0:
-            return self._tool.truth(self.model, self.data)
+            tool = self._tool.truth(self.model, self.data)
+            if "object_position" in self.sensors.index:  # where the object is (arm-lift)
+                tool["object_position"] = self.data.sensordata[
+                    self.sensors.index["object_position"]].copy()
+            return tool
         d = self.data
         q = d.qpos[self.root_qpos + 3:self.root_qpos + 7].copy()
         v_world = d.qvel[self.root_dof:self.root_dof + 3].copy()
         return {"position": d.qpos[self.root_qpos:self.root_qpos + 3].copy(),
                 "orientation": q, "linear_velocity": v_world,
                 "angular_velocity": d.qvel[self.root_dof + 3:self.root_dof + 6].copy()}
+
+    def object_pose(self) -> tuple[np.ndarray, np.ndarray]:
+        """The object's true pose in the base body's frame (position, quaternion w, x, y, z),
+        what a perception node publishes."""
+        s, idx, d = self.data.sensordata, self.sensors.index, self.data
+        return in_base_frame(s[idx["object_position"]], s[idx["object_orientation"]],
+                             d.xpos[self.base], d.xquat[self.base])
 
     def joint_truth(self) -> dict[str, np.ndarray]:
         """Per actuator: the driver's target and the measured value (joint angle or rotor

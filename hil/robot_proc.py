@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     bus = dds.Transport(domain_id=int(spec["domain_id"]), network=bool(spec.get("network")))
     server = RobotServer(sim, bus, spec.get("topics"), link=link, observer=observer,
                          sensor_filter=sensors, clock=clock_offset(plan), on_tick=on_tick)
-    for s in sim.interface.state_topics:
+    for s in server.state_specs:
         rec.topic(server.topics[s.key], s.type, s.qos)
     for s in sim.interface.command_topics:
         rec.topic(server.topics[s.key], s.type, QoS.COMMAND)

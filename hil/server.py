@@ -5,7 +5,9 @@
 takes commands every step, publishes state at `state_rate_hz`, and keeps the garbage collector
 out of the steps (young collections in the slack). Hooks let a harness (hil/) inject link and
 sensor faults (`Link`, `sensor_filter`), shift the robot's clock (`clock`), act at scenario
-times (`on_tick`: pushes) and record every message (`Observer`).
+times (`on_tick`: pushes) and record every message (`Observer`). With the robot's
+`object_pose` set it also publishes the object's pose as a camera-based estimator would
+(hil/perception.py), through the same link.
 
 Run alone (no faults, no recording): `python -m simreal.hil.server --robot go2 --interface native`.
 """
@@ -27,7 +29,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from simreal.deploy.arm import OBJECT_POSE
 from simreal.deploy.interfaces import RobotInterface
+from simreal.hil.perception import ObjectPoseCamera
 from simreal.hil.robot import RobotSimConfig, SimRobot
 
 log = logging.getLogger("simreal.hil.server")
@@ -113,8 +117,15 @@ class RobotServer:
         rate = state_rate_hz or sim.cfg.state_rate_hz or 2 * sim.control_rate
         self.publish_every = max(1, round(1.0 / (rate * sim.dt)))
         self.truth_every = max(1, round(1.0 / ((truth_rate_hz or sim.control_rate) * sim.dt)))
+        self.camera: ObjectPoseCamera | None = None
+        self.state_specs = iface.state_topics
+        if sim.cfg.object_pose is not None:
+            self.camera = ObjectPoseCamera(sim.cfg.object_pose)
+            self.state_specs = (*iface.state_topics, OBJECT_POSE)
+            self.topics[OBJECT_POSE.key] = (topics or {}).get(OBJECT_POSE.key,
+                                                              OBJECT_POSE.default)
         self.pubs = {s.key: transport.publisher(self.topics[s.key], s.type, s.qos)
-                     for s in iface.state_topics}
+                     for s in self.state_specs}
         self.subs = {s.key: transport.subscription(self.topics[s.key], s.type, s.qos)
                      for s in iface.command_topics}
         # PX4's offboard heartbeat first: it enables the motor commands of the same period
@@ -139,6 +150,19 @@ class RobotServer:
             topic = self.topics[key]
             self.observer.sent(topic, msg, data)
             self.link.send(topic, with_bytes(msg, data), data, self.pubs[key].write)
+
+    def _perceive(self, now: float, t_scn: float) -> None:
+        """The perception stand-in: capture a frame when one is due, publish those ready."""
+        cam = self.camera
+        assert cam is not None
+        if cam.due(now):
+            pos, quat = self.sim.object_pose()
+            cam.capture(now, time.time() + self.clock(t_scn), pos, quat)
+        topic = self.topics[OBJECT_POSE.key]
+        for msg in cam.ready(now):
+            data = msg.serialize()
+            self.observer.sent(topic, msg, data)
+            self.link.send(topic, with_bytes(msg, data), data, self.pubs[OBJECT_POSE.key].write)
 
     def _take(self) -> None:
         sim = self.sim
@@ -199,6 +223,8 @@ class RobotServer:
                 self.observer.event(event, robot_time=sim.time)
             if self.ticks % self.publish_every == 0:
                 self._publish(t_scn)
+            if self.camera is not None:
+                self._perceive(now, t_scn)
             if sim.started and self.ticks % self.truth_every == 0:
                 self.observer.truth(sim)
             self.link.pump()

@@ -642,3 +642,76 @@ def test_a_policy_that_never_drives_the_robot_fails_its_checks(tmp_path):
     setup.scenario = setup.scenario.model_copy(update={"expect": setup.scenario.expect.model_copy(
         update={"activity": None})})
     assert [c["passed"] for c in activity_checks(setup, data, runs, {}, {})] == [None, None]
+
+
+def test_perception_stand_in_frames_latency_noise_and_frame():
+    """The camera stand-in: frames at its rate on its own schedule, each published its latency
+    after capture (uniform in the range, capture order kept), stamped at capture, noisy about
+    the true pose; the pose in the base's frame."""
+    from simreal.hil.perception import ObjectPoseCamera, ObjectPoseConfig, in_base_frame
+
+    cam = ObjectPoseCamera(ObjectPoseConfig(rate_hz=30, latency_s=(0.03, 0.06),
+                                            position_noise_m=0.002, seed=3))
+    truth = np.array([0.5, 0.0, 0.2])
+    quat = np.array([1.0, 0.0, 0.0, 0.0])
+    out, t = [], 0.0
+    while t < 10.0:  # the server's 2 ms ticks
+        if cam.due(t):
+            cam.capture(t, 1000.0 + t, truth, quat)
+        out += [(t, msg) for msg in cam.ready(t)]
+        t += 0.002
+    assert 299 <= cam.captured <= 301  # 30 Hz over 10 s
+    stamps = np.array([msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9 - 1000.0
+                       for _, msg in out])
+    latency = np.array([t for t, _ in out]) - stamps
+    assert np.all(np.diff(stamps) > 0)  # capture order
+    assert latency.min() >= 0.03 - 1e-9 and latency.max() <= 0.06 + 0.002 + 1e-9
+    assert latency.std() > 0.005  # drawn per frame, not a constant
+    pos = np.array([[p.pose.position.x, p.pose.position.y, p.pose.position.z] for _, p in out])
+    assert np.allclose(pos.mean(0), truth, atol=5e-4)
+    assert 0.0015 < pos.std(0).mean() < 0.0025
+    q = np.array([[p.pose.orientation.w, p.pose.orientation.x, p.pose.orientation.y,
+                   p.pose.orientation.z] for _, p in out])
+    assert np.allclose(np.linalg.norm(q, axis=1), 1.0)
+    # a base turned 90 degrees about z and 1 m along x: the world point (1, 1, 0) is at
+    # (1, 0, 0) in it, and an object of the world's orientation is turned -90 degrees
+    c = math.sqrt(0.5)
+    p, r = in_base_frame(np.array([1.0, 1.0, 0.0]), quat, np.array([1.0, 0.0, 0.0]),
+                         np.array([c, 0.0, 0.0, c]))
+    assert np.allclose(p, [1.0, 0.0, 0.0]) and np.allclose(r, [c, 0.0, 0.0, -c])
+
+
+def test_perception_stand_in_needs_an_object_and_a_sane_latency():
+    from simreal.hil.perception import ObjectPoseConfig
+    from simreal.hil.robot import HilRobotError
+
+    with pytest.raises(ValueError, match="latency_s"):
+        ObjectPoseConfig(latency_s=(0.06, 0.03))
+    go2 = load_robot_dir(GO2)
+    with pytest.raises(HilRobotError, match="robot.object_pose.*object_position"):
+        SimRobot(go2, "generic", RobotSimConfig(object_pose=ObjectPoseConfig()))
+
+
+def test_the_arm_robot_publishes_the_cube_it_holds_in_its_truth():
+    """The panda's robot with the stand-in: /object_pose from the cube on the table, through
+    RobotServer; the truth carries the cube's position for the lift check."""
+    import threading
+
+    from simreal.deploy.transport import LocalBus
+    from simreal.hil.perception import ObjectPoseConfig
+    from simreal.hil.server import RobotServer
+
+    panda = load_robot_dir(ROOT / "robots" / "panda")
+    sim = SimRobot(panda, "generic", RobotSimConfig(
+        state_rate_hz=50, object_pose=ObjectPoseConfig(position_noise_m=0.0,
+                                                       orientation_noise=0.0)))
+    bus = LocalBus()
+    poses = bus.subscription("/object_pose", m.PoseStamped)
+    server = RobotServer(sim, bus)
+    server.run(threading.Event(), max_s=0.3)
+    got = poses.take()
+    assert got, "no /object_pose in 0.3 s at 30 Hz"
+    cube = np.array([got[-1].pose.position.x, got[-1].pose.position.y,
+                     got[-1].pose.position.z])
+    assert np.allclose(cube, [0.5, 0.0, 0.025], atol=1e-6)  # the MJCF's cube, at rest
+    assert np.allclose(sim.truth()["object_position"], cube)

@@ -405,7 +405,7 @@ class DeployNode:
         if not finite:
             self.nonfinite_state += 1
             fresh = False
-        damping = self.interface.damping(sig) if finite else self.safety.damping
+        damping = self._damping(sig) if finite else self.safety.damping
         self.safety.damping = damping
         now = self.clock()
         if finite:
@@ -497,12 +497,19 @@ class DeployNode:
         self.last_command = command
         self.published += 1
 
+    def _damping(self, signals: dict[str, np.ndarray]) -> np.ndarray:
+        """The interface's damping command inside the command limits: a hold-where-it-is pose
+        is the measured one, which a finger pressed open by an object (or any joint a little
+        past its range) puts outside them, and a position controller refuses that."""
+        return np.minimum(np.maximum(self.interface.damping(signals), self.limits.low),
+                          self.limits.high)
+
     def shutdown(self, repeats: int = 3) -> None:
         """Send the damping command (a few times, in case one is lost) before exiting."""
         if not self.ready:
             log.info("shutdown before any state arrived: nothing to damp")
             return
-        damping = self.interface.damping(self.signals)
+        damping = self._damping(self.signals)
         self.safety.hold_damping("shutdown")  # (an ESTOP stays ESTOP: it damps already)
         log.info("shutdown: sending the damping command")
         for _ in range(repeats):

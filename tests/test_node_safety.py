@@ -304,3 +304,23 @@ def test_prewarm_is_refused_without_the_state_trigger():
     with pytest.raises(ValueError, match="prewarm_us: 300 needs trigger: state"):
         NodeConfig(prewarm_us=300)
     assert NodeConfig(prewarm_us=300, trigger="state").prewarm_us == 300
+
+
+def test_damping_holds_the_measured_pose_inside_the_joint_ranges(legbot, legbot_policy):
+    """Damping by position (generic joints: hold where it is) sends the measured pose; a joint
+    measured past its range (a finger pressed open by an object, an encoder's offset) is held
+    at the range's end instead: a position controller refuses a target outside it."""
+    rig = Rig(legbot, legbot_policy, safety={"soft_start_s": 0.0})
+    sig = standing_signals(legbot)
+    run_in(rig, sig)
+    names = [j.name for j in legbot.spec.joints]
+    calf = names.index("FL_calf_joint")
+    past = {**sig, "joint_pos": sig["joint_pos"].copy()}
+    past["joint_pos"][calf] = CALF_RANGE[1] + 0.05
+    rig.step(past)
+    rig.node.shutdown()
+    got = rig.commands["command"].take()
+    held = rig.side.command_of("command", got[-1])["q"]
+    assert held[calf] == pytest.approx(CALF_RANGE[1])
+    others = np.arange(len(names)) != calf
+    assert np.allclose(held[others], sig["joint_pos"][others])

@@ -36,6 +36,7 @@ HOVER = ASSETS / "hover_crazyflie.onnx"
 TRACK = ASSETS / "track_crazyflie.onnx"
 GO2_WALK = ASSETS / "go2_walk.onnx"
 REACH = ASSETS / "reach_panda.onnx"
+LIFT = ASSETS / "lift_panda.onnx"
 
 
 def _robot_for(name: str, asset: Path):
@@ -449,6 +450,67 @@ def test_arm_scenarios_refuse_what_an_arm_cannot_do(panda, crazyflie, tmp_path):
     assert setup.scenario.node["trigger"] == "state" and setup.scenario.expect.reach
     assert pose[:3] == pytest.approx((0.45, 0.0, 0.35)) and pose[3:] == pytest.approx(
         (0.0, 1.0, 0.0, 0.0))
+
+
+@pytest.fixture(scope="module")
+def panda_lift():
+    return _robot_for("panda", LIFT)
+
+
+def test_arm_lifts_the_cube_it_sees_through_a_camera_stand_in(panda_lift, tmp_path):
+    """arm-lift end to end: the cube's pose from the perception stand-in (30 Hz, 30-60 ms
+    late, noisy) on /object_pose, the height on /lift_height, the lift check on the cube's
+    ground truth. The asset's policy (77% in evaluation) held the cube within 3 cm of 0.2 m in
+    3 of 4 runs here (docs/HIL.md), so the check's verdict is reported, not asserted: the run
+    must reach it with the standing checks holding."""
+    report = _run(panda_lift, LIFT, tmp_path / "run", scenario=HIL / "lift.yaml")
+    lift = report["metrics"]["lift"]
+    assert lift["samples"] > 50 and lift["max_height_error_m"] is not None
+    assert _check(report, "lift")["passed"] is not None
+    _standing_checks_hold(report)
+    _balanced(report["messages"])
+    poses, joints = report["messages"]["/object_pose"], report["messages"]["/joint_states"]
+    # the camera's 30 Hz beside the arm's 50 Hz joint states, over the same run
+    assert 0.4 < poses["sent"] / joints["sent"] < 0.8, (poses, joints)
+    assert poses["received"] >= 200  # 30 Hz through the 8 s scenario: 240
+    assert report["messages"]["/lift_height"]["sent"] > 0
+
+
+def test_lift_scenarios_need_the_camera_and_a_trained_height(panda, tmp_path):
+    """A policy that reads the object's pose refuses a scenario in which nothing publishes
+    it, and a height outside its trained range; its default scenario is a lift."""
+    from simreal import make_env
+    from simreal.hil.harness import prepare
+    from simreal.train.export import export_onnx
+
+    contract = make_env("arm-lift", num_envs=1, seed=0).contract()
+    class Still(torch.nn.Module):  # ONNX export names the input `obs`
+        def __init__(self) -> None:
+            super().__init__()
+            self.out = torch.nn.Linear(contract.obs_dim, contract.action_dim)
+
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return self.out(obs)
+
+    policy = export_onnx(Still(), contract, tmp_path / "lift.onnx")
+    blind = tmp_path / "blind.yaml"
+    blind.write_text("duration_s: 2\ncommands: [{at_s: 0, lift_height: 0.2}]\n")
+    with pytest.raises(ValueError, match=r"blind.yaml: robot.object_pose: the policy reads the "
+                                         r"object's pose"):
+        prepare(panda, policy, blind, out=tmp_path / "a")
+    high = tmp_path / "high.yaml"
+    high.write_text("duration_s: 2\nrobot: {object_pose: {}}\n"
+                    "commands: [{at_s: 0, lift_height: 0.5}]\n")
+    with pytest.raises(ValueError, match=r"high.yaml: commands\[0\].lift_height: outside the "
+                                         r"range .*0.5 not in \[0.15, 0.3\]"):
+        prepare(panda, policy, high, out=tmp_path / "b")
+    with pytest.raises(ValueError, match=r"commands\[0\].lift_height: the policy takes no "
+                                         "lift_height"):
+        prepare(panda, REACH, blind, out=tmp_path / "c")
+    setup = prepare(panda, policy, out=tmp_path / "d")
+    sc = setup.scenario
+    assert sc.commands[0].lift_height == pytest.approx(0.225) and sc.expect.lift
+    assert sc.robot.object_pose is not None and sc.node["trigger"] == "state"
 
 
 def test_bad_input_is_refused_before_anything_starts(crazyflie, tmp_path):

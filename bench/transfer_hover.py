@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from typing import Any
 
 from _common import write_result
+from _transfer import brief, check_rows, run_rows
 
 TASKS = {"quadrotor-hover": "transfer_hover", "quadrotor-track": "transfer_track"}
-RELATIVE_TARGET = 0.9
 
 
 def perturbations() -> dict[str, dict[str, Any]]:
@@ -63,43 +62,12 @@ def main() -> int:
     p.add_argument("--out", help="result name under bench/results/ (default by task)")
     args = p.parse_args()
 
-    from simreal.api import check_task_contract, make_env
-    from simreal.deploy.policy import OnnxPolicy
-    from simreal.evaluate import run_episodes
-
-    policy = OnnxPolicy(args.policy)
     rows = perturbations()
-    wanted = {"nominal", *(args.only or rows)}
-    unknown = wanted - set(rows)
-    if unknown:
-        p.error(f"unknown rows {sorted(unknown)}; known: {sorted(rows)}")
-    results: dict[str, dict[str, Any]] = {}
-    for name, change in rows.items():
-        if name not in wanted:
-            continue
-        t0 = time.perf_counter()
-        # (make_env, not api.evaluate: evaluation drops the link, a training-only setting)
-        env = make_env(args.task, min(args.episodes, 2048), args.seed, change)
-        check_task_contract(policy.contract, env.contract(), args.policy)
-        result = run_episodes(env, policy, args.episodes)
-        result["change"] = change
-        result["wall_s"] = round(time.perf_counter() - t0, 1)
-        results[name] = result
-        print(f"{name}: success {result['success_rate']:.3f}, crash "
-              f"{result.get('crash_rate', float('nan')):.3f}", file=sys.stderr, flush=True)
-    nominal = results["nominal"]["success_rate"]
-    for result in results.values():
-        result["relative_success"] = (result["success_rate"] / nominal) if nominal > 0 else None
-        result["ok"] = (result["relative_success"] is not None
-                        and result["relative_success"] >= RELATIVE_TARGET)
-    out = {"policy": args.policy, "task": args.task, "episodes": args.episodes,
-           "seed": args.seed,
-           "relative_target": RELATIVE_TARGET, "rows": results,
-           "all_ok": all(r["ok"] for r in results.values())}
+    wanted = check_rows(p, rows, args.only)
+    out = run_rows(args.task, args.policy, rows, args.episodes, args.seed, wanted)
     path = write_result(args.out or TASKS[args.task], out)
     print(f"wrote {path}", file=sys.stderr)
-    print({k: (round(r["success_rate"], 3), r["relative_success"] and round(
-        r["relative_success"], 3)) for k, r in results.items()})
+    print(brief(out))
     return 0
 
 

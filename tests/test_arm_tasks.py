@@ -265,3 +265,43 @@ def test_arm_observation_age_shows_the_actor_older_joint_states():
     torch.testing.assert_close(aged.backend.qpos, fresh.backend.qpos)
     critic_a, critic_f = obs_a["critic"], obs_f["critic"]
     torch.testing.assert_close(critic_a[:, :joints], critic_f[:, :joints])
+
+
+def test_arm_mass_scale_sags_against_the_nominal_gravity_compensation():
+    """`randomization.mass` scales the links while the compensation stays the nominal model's:
+    held at the default pose, each joint settles where its PD gain carries the weight the
+    compensation misses, (scale - 1) x the nominal gravity torque / kp, and the critic sees it."""
+    import mujoco
+
+    def held(scale: float):
+        env = make_env("arm-reach", 2, 0, {
+            "joint_noise": 0.0, "noise": {"joint_pos": 0.0, "joint_vel": 0.0},
+            "randomization": {"damping": [1.0, 1.0], "kp_scale": [1.0, 1.0],
+                              "kd_scale": [1.0, 1.0], "latency": [0.0, 0.0],
+                              "mass": [scale, scale]}})
+        obs = env.reset()
+        for _ in range(75):  # 1.5 s
+            obs, *_ = env.step(torch.zeros(2, env.num_actions))
+        return env, obs, (env.read()["joint_pos"] - env.default_pos)[:, :7].double()
+
+    nominal, _, sag_nominal = held(1.0)
+    assert nominal._mass_fields is None  # nothing expanded at the nominal mass
+    assert sag_nominal.abs().max() < 1e-4
+    m = nominal.backend.model
+    d = mujoco.MjData(m)
+    d.qpos[nominal._qpos_adr.numpy()] = nominal.default_pos.numpy()
+    mujoco.mj_forward(m, d)
+    gravity = torch.from_numpy(d.qfrc_bias[nominal._dof_adr[:7].numpy()].copy())
+    kp = torch.tensor([j.kp for j in nominal.robot.spec.joints[:7]], dtype=torch.float64)
+    assert gravity.abs().max() > 5.0  # the default pose loads the shoulder
+    for scale in (0.8, 1.2):
+        env, obs, sag = held(scale)
+        expected = -(scale - 1) * gravity / kp  # heavier: the joint gives way to gravity
+        loaded = gravity.abs() > 1.0
+        torch.testing.assert_close(sag[:, loaded], expected[loaded].expand(2, -1),
+                                   rtol=0.1, atol=2e-4)
+        assert env.mass_scale.tolist() == pytest.approx([scale, scale])
+        body = int(env._arm_bodies[0])
+        assert env.backend.model_field("body_mass")[0, body] == pytest.approx(
+            scale * m.body_mass[body])
+    assert obs["critic"].shape[1] == nominal.reset()["critic"].shape[1] + 1  # mass_scale

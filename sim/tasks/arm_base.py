@@ -19,7 +19,8 @@ and privileged parameters.
 
 Randomized per episode: joint damping, controller gains, command latency (MuJoCo's actuator
 delay, 0..20 ms), and the age of the joint states the actor sees (`observation_age`: a robot's
-node on its own timer acts on a state up to a period old; 0 unless set); per step: encoder
+node on its own timer acts on a state up to a period old; 0 unless set), and the links' mass
+against the gravity compensation's model (`mass`: nominal unless set); per step: encoder
 noise.
 """
 
@@ -29,7 +30,7 @@ from typing import Any
 
 import mujoco
 import torch
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from simreal.core.config import StrictModel
 from simreal.core.spatial import quat_mul
@@ -55,6 +56,18 @@ class ArmRandomization(StrictModel):
     latency: Range = (0.0, 0.02)  # s, command to joint controller
     # s, the age of the joint states the actor sees (whole physics steps; sim/delays.py)
     observation_age: Range = (0.0, 0.0)
+    # scale of every arm link's mass and inertia (hand and fingers included), while the
+    # controllers' gravity compensation stays the nominal model's, as a real arm's does (its
+    # controller compensates with its own model): what a wrong mass costs is a sag the policy
+    # must correct. Nominal (1, 1) unless set: a perturbation of bench/transfer_arm.py.
+    mass: Range = (1.0, 1.0)
+
+    @field_validator("mass")
+    @classmethod
+    def _positive(cls, v: Range) -> Range:
+        if not 0 < v[0] <= v[1]:
+            raise ValueError(f"need 0 < low <= high, got {list(v)}")
+        return v
 
 
 class ArmConfig(TaskConfig):
@@ -158,6 +171,17 @@ class ArmTask(VecEnv):
         max_age = round(cfg.randomization.observation_age[1] / physics_dt)
         self.history = (SensorHistory(n, m.nsensordata, max_age)
                         if cfg.randomization.enabled and max_age > 0 else None)
+        # the arm's own bodies (its kinematic tree: not the world, not an object)
+        root = int(m.body_rootid[m.jnt_bodyid[self._joint_ids[0]]])
+        self._arm_bodies = torch.tensor([i for i in range(m.nbody)
+                                         if m.body_rootid[i] == root and m.body_mass[i] > 0])
+        self.mass_scale = torch.ones(n)
+        self._mass_fields = None  # expanded only when masses vary (mjwarp copies them per env)
+        if cfg.randomization.enabled and tuple(cfg.randomization.mass) != (1.0, 1.0):
+            self._mass_fields = {f: b.model_field(f) for f in
+                                 ("body_mass", "body_inertia", "body_gravcomp")}
+            self._nominal_body = {f: torch.from_numpy(getattr(m, f).copy())
+                                  for f in self._mass_fields}
 
     # --- what a task provides beyond VecEnv's -----------------------------------------------
     def _build_model(self) -> mujoco.MjModel | None:
@@ -232,6 +256,9 @@ class ArmTask(VecEnv):
             "kd_scale": (a.kd_scale - 1).float().mean(-1, keepdim=True) * 10,
             "latency": a.latency[:, None].float() * 50,
             "observation_age": age[:, None] * 50,  # s, as latency
+            # only where masses vary: a critic of the nominal-mass tasks keeps its inputs
+            **({"mass_scale": (self.mass_scale[:, None] - 1) * 5}
+               if self._mass_fields is not None else {}),
         }
 
     def joint_reward_state(self) -> dict[str, torch.Tensor]:
@@ -291,6 +318,22 @@ class ArmTask(VecEnv):
                 0, self.history.max_age_steps)
         self.dof_damping[ids[:, None], self._dof_adr[None, :NUM_ARM_JOINTS]] = \
             self.damping[ids].double()
+        if self._mass_fields is not None:
+            self.mass_scale[ids] = u(*rnd.mass)
+            self._scale_links(ids)
+
+    def _scale_links(self, ids: torch.Tensor) -> None:
+        """Envs `ids`' arm links at mass_scale times their mass and inertia, their gravity
+        compensation at 1/mass_scale: it still cancels the nominal weight, and no more."""
+        s, bodies = self.mass_scale[ids][:, None], self._arm_bodies
+        rows, nominal = (ids[:, None], bodies[None]), self._nominal_body
+        for field, value in (("body_mass", nominal["body_mass"][bodies] * s),
+                             ("body_inertia", nominal["body_inertia"][bodies] * s[..., None]),
+                             ("body_gravcomp", nominal["body_gravcomp"][bodies] / s)):
+            target = self._mass_fields[field]
+            target[rows] = value.to(target.dtype)
+        # MuJoCo reads the mass matrix from compiled constants until they are recomputed
+        self.backend.set_const(ids)
 
     def reset_joints(self, ids: torch.Tensor) -> None:
         """Back to the default pose plus noise, at rest, the controllers holding that pose."""

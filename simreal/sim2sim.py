@@ -36,6 +36,7 @@ control period.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -98,26 +99,44 @@ def load_spec(robot: Robot, mjcf: str | Path | None, variant: str | None
     return spec, f"{robot.name} variant {variant}"
 
 
-def hard_variant(spec: mujoco.MjSpec, robot: Robot) -> None:
-    """The robot's MJCF with the other public Go2 MJCF's parameters (HARD), in place."""
+# the hard variant's groups of edits, each one a separate effect (bench/ablate_hard.py turns
+# them on one at a time and all but one at a time)
+HARD_PARTS = ("joint_friction", "timestep", "cone", "foot_softness", "foot_friction",
+              "knee_limit")
+
+
+def hard_variant(spec: mujoco.MjSpec, robot: Robot, parts: Iterable[str] = HARD_PARTS) -> None:
+    """The robot's MJCF with the other public Go2 MJCF's parameters (HARD), in place: all of
+    them, or the groups named in `parts` (HARD_PARTS)."""
+    parts = set(parts)
+    unknown = parts - set(HARD_PARTS)
+    if unknown:
+        raise Sim2SimError(f"unknown hard-variant parts {sorted(unknown)} (known: "
+                           f"{', '.join(HARD_PARTS)})")
     model = spec.compile()
-    for joint in robot.spec.joints:
-        j = spec.joint(joint.name)
-        j.damping = [HARD["damping"], *list(j.damping)[1:]]  # MuJoCo 4: a 3-vector
-        j.frictionloss = HARD["frictionloss"]
-    spec.option.timestep = HARD["timestep"]
-    spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
-    spec.option.impratio = HARD["impratio"]
+    if "joint_friction" in parts:
+        for joint in robot.spec.joints:
+            j = spec.joint(joint.name)
+            j.damping = [HARD["damping"], *list(j.damping)[1:]]  # MuJoCo 4: a 3-vector
+            j.frictionloss = HARD["frictionloss"]
+    if "timestep" in parts:
+        spec.option.timestep = HARD["timestep"]
+    if "cone" in parts:
+        spec.option.cone = mujoco.mjtCone.mjCONE_ELLIPTIC
+        spec.option.impratio = HARD["impratio"]
     for name in _foot_geoms(model, robot):
         g = spec.geom(name)
-        g.solimp = [*HARD["foot_solimp"], 0.5, 2.0]
-        g.friction = [HARD["foot_friction"], *list(g.friction)[1:]]
-        g.condim = HARD["foot_condim"]
-    for joint in robot.spec.joints:
-        if "calf" in joint.name or "knee" in joint.name:
-            act = spec.actuator(joint.actuator)
-            act.forcerange = [-HARD["knee_torque_limit"], HARD["knee_torque_limit"]]
-            act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+        if "foot_softness" in parts:
+            g.solimp = [*HARD["foot_solimp"], 0.5, 2.0]
+        if "foot_friction" in parts:
+            g.friction = [HARD["foot_friction"], *list(g.friction)[1:]]
+            g.condim = HARD["foot_condim"]
+    if "knee_limit" in parts:
+        for joint in robot.spec.joints:
+            if "calf" in joint.name or "knee" in joint.name:
+                act = spec.actuator(joint.actuator)
+                act.forcerange = [-HARD["knee_torque_limit"], HARD["knee_torque_limit"]]
+                act.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
 
 
 def _foot_geoms(model: mujoco.MjModel, robot: Robot) -> list[str]:

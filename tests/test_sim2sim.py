@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import mujoco
+import numpy as np
 import pytest
 
 from simreal import api
@@ -115,3 +116,27 @@ def test_cli_one_command_with_a_perturbation(go2_policy, capsys):
     code = main(["sim2sim", str(go2_policy), "--robot", "go2", "--variant", "hard",
                  "--perturb", "stiffness=2"])
     assert code == 2 and "stiffness" in capsys.readouterr().err
+
+
+def test_hard_variant_parts_apply_only_what_they_name():
+    """bench/ablate_hard.py's rows: one group of the hard edits leaves the rest of the model
+    as it was; an unknown group is an error naming it."""
+    from simreal.robots.registry import get_robot
+    from simreal.sim2sim import HARD_PARTS, hard_variant
+
+    robot = get_robot("go2")
+    base = mujoco.MjSpec.from_file(str(robot.mjcf_path)).compile()
+    spec = mujoco.MjSpec.from_file(str(robot.mjcf_path))
+    hard_variant(spec, robot, {"cone"})
+    m = spec.compile()
+    assert m.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC and m.opt.impratio == 100
+    assert m.opt.timestep == base.opt.timestep
+    np.testing.assert_array_equal(m.dof_damping, base.dof_damping)
+    np.testing.assert_array_equal(m.geom_solimp, base.geom_solimp)
+    spec = mujoco.MjSpec.from_file(str(robot.mjcf_path))
+    hard_variant(spec, robot, set(HARD_PARTS) - {"foot_softness"})
+    m = spec.compile()
+    np.testing.assert_array_equal(m.geom_solimp, base.geom_solimp)
+    assert m.opt.timestep == 0.002
+    with pytest.raises(Sim2SimError, match="softfeet"):
+        hard_variant(mujoco.MjSpec.from_file(str(robot.mjcf_path)), robot, {"softfeet"})

@@ -345,3 +345,17 @@ def test_action_history_widens_the_actor_input_by_whole_actions():
     three = make_env("go2-flat", num_envs=2, seed=0, config={"action_history": 3})
     assert three.contract().obs_dim == one.contract().obs_dim + 2 * one.num_actions
     assert three.get_observations()["policy"].shape[-1] == three.contract().obs_dim
+
+
+def test_state_history_shows_the_actor_the_previous_periods_sensed_state():
+    one = make_env("go2-flat", num_envs=2, seed=0)
+    two = make_env("go2-flat", num_envs=2, seed=0, config={"state_history": 2})
+    sensed = 3 + 3 + 2 * one.num_actions  # gyro, gravity, joint positions and velocities
+    assert two.contract().obs_dim == one.contract().obs_dim + sensed
+    before = two.get_observations()["policy"].clone()
+    after = two.step(torch.zeros(2, two.num_actions))[0]["policy"]
+    # the gyro term's history comes first, oldest first: the older half now holds what the
+    # newer half held a period ago, and the newer half a fresh (moved, noisy) reading
+    assert torch.equal(after[:, 0:3], before[:, 3:6])
+    assert not torch.allclose(after[:, 3:6], before[:, 3:6])
+    assert after.shape[-1] == two.contract().obs_dim

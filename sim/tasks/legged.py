@@ -192,6 +192,10 @@ class LeggedConfig(TaskConfig):
     # control periods of the actor's own past actions it sees (commands still in flight under
     # the command latency are part of the state)
     action_history: int = Field(default=1, ge=1)
+    # control periods of the sensed state (gyro, gravity, joint positions and velocities) the
+    # actor sees: with more than one it can infer what it is not told (joint damping, contact
+    # softness, latency) from how its recent commands played out, as an adaptation module would
+    state_history: int = Field(default=1, ge=1)
     success_lin_vel_error: float = 0.15  # m/s, for an episode's success (and no fall)
     commands: CommandConfig = CommandConfig()
     init: InitConfig = InitConfig()
@@ -406,12 +410,13 @@ class LeggedVelocity(VecEnv):
 
     # --- contract ---------------------------------------------------------------------------
     def policy_terms(self) -> list[ObsTerm]:
+        h = self.cfg.state_history
         return [
-            ObsTerm(name="angular_velocity", dim=3, scale=0.25, clip=100.0),
-            ObsTerm(name="projected_gravity", dim=3, clip=100.0),
+            ObsTerm(name="angular_velocity", dim=3, scale=0.25, clip=100.0, history=h),
+            ObsTerm(name="projected_gravity", dim=3, clip=100.0, history=h),
             ObsTerm(name="velocity_command", dim=3, clip=100.0),
-            ObsTerm(name="joint_pos_rel", dim=self.num_actions, clip=100.0),
-            ObsTerm(name="joint_vel", dim=self.num_actions, scale=0.05, clip=100.0),
+            ObsTerm(name="joint_pos_rel", dim=self.num_actions, clip=100.0, history=h),
+            ObsTerm(name="joint_vel", dim=self.num_actions, scale=0.05, clip=100.0, history=h),
             ObsTerm(name="last_action", dim=self.num_actions, clip=100.0,
                     history=self.cfg.action_history),
         ]

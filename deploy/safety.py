@@ -10,10 +10,13 @@ itself when fresh input returns (through a new soft start); a tilt DAMP and an E
 Every mode change is recorded with its reason; NaN/Inf commands are replaced by the last safe
 command and counted.
 
-Clamps, in order: the static command limits (`low`, `high`: joint position range, rotor speed
-0..1); per-cycle bounds the caller derives from the measured state (a joint's torque limit
-under PD); the soft-start ramp; the rate limit per period (`rate_limit` per command, e.g. joint
-velocity limits, and the scalar `max_rate`). Each clamp that changed a command is counted.
+Clamps, in order: per-cycle bounds the caller derives from the measured state (a joint's
+torque limit under PD); the static command limits (`low`, `high`: joint position range, rotor
+speed 0..1), which win where the two disagree; the soft-start ramp, from the measured pose
+brought inside the range; the rate limit per period (`rate_limit` per command, e.g. joint
+velocity limits, and the scalar `max_rate`), which moves between two in-range commands. So
+no command leaves the range, even with the joint past it. Each clamp that changed a command
+is counted.
 """
 
 from __future__ import annotations
@@ -130,9 +133,12 @@ class SafetyLayer:
             self.nonfinite_events += 1
             log.warning("non-finite command at cycle %d; holding the last safe one", self.cycle)
             return self._last.copy()
-        out = self._clamp("limits", command, self.low, self.high)
+        out = command
         if bounds is not None and not (_any(np.isnan(bounds[0])) or _any(np.isnan(bounds[1]))):
             out = self._clamp("bounds", out, bounds[0], bounds[1])  # +-inf: no bound there
+        # the range last: a joint a little past its range (a finger pressed open) moving fast
+        # gives torque bounds wholly outside it, and a target outside the range is never sent
+        out = self._clamp("limits", out, self.low, self.high)
         if self.mode is Mode.SOFT_START:
             out = self._ramp(out, measured)
         if self._max_step is not None:
@@ -149,7 +155,9 @@ class SafetyLayer:
 
     # --- internals ------------------------------------------------------------------------
     def _begin_soft_start(self, reason: str, measured: np.ndarray | None = None) -> None:
-        self._ramp_from = None if measured is None else np.asarray(measured, dtype=np.float64)
+        # the ramp starts inside the range (the pose may be a little past it), so that the rate
+        # limit, which counts from the ramp's start, cannot hold a command outside the range
+        self._ramp_from = None if measured is None else self._inside(measured)
         if self._ramp_from is not None:
             self._last = self._ramp_from.copy()  # the rate limit counts from the ramp's start
         self._ramp_cycles = 0
@@ -157,8 +165,7 @@ class SafetyLayer:
 
     def _ramp(self, target: np.ndarray, measured: np.ndarray | None) -> np.ndarray:
         if self._ramp_from is None:
-            self._ramp_from = np.asarray(measured if measured is not None else self.damping,
-                                         dtype=np.float64)
+            self._ramp_from = self._inside(measured if measured is not None else self.damping)
             self._last = self._ramp_from.copy()  # the rate limit counts from the ramp's start
         total = max(1, round(self.cfg.soft_start_s * self.rate_hz))
         self._ramp_cycles += 1
@@ -166,6 +173,9 @@ class SafetyLayer:
         if w >= 1.0:
             self._set(Mode.RUN, "soft start complete")
         return np.clip((1 - w) * self._ramp_from + w * target, self.low, self.high)
+
+    def _inside(self, pose: np.ndarray) -> np.ndarray:
+        return np.minimum(np.maximum(np.asarray(pose, dtype=np.float64), self.low), self.high)
 
     def _set(self, mode: Mode, reason: str) -> None:
         if mode is self.mode:

@@ -38,6 +38,20 @@ def test_rate_limit_bounds_the_change_per_period():
     assert out[0] == pytest.approx(0.1)
 
 
+def test_no_command_leaves_the_range_when_the_joint_is_past_it():
+    """A joint a little past its range (a finger pressed open) and moving: neither the soft
+    start's ramp with the rate limit nor torque bounds that lie wholly outside the range may
+    send a target outside it (a position controller refuses one)."""
+    s = layer(soft_start_s=0.1, max_rate=0.5)  # 0.01 per period at 50 Hz
+    past = np.array([1.05, 0.5])
+    outs = [s.step(np.array([1.0, 0.5]), True, 0.0, measured=past) for _ in range(8)]
+    assert max(o[0] for o in outs) == pytest.approx(1.0)
+    above = (np.array([1.2, -np.inf]), np.array([1.5, np.inf]))
+    out = s.step(np.array([0.9, 0.5]), True, 0.0, measured=past, bounds=above)
+    assert out[0] <= 1.0 and out[0] == pytest.approx(1.0)
+    assert s.clamp_events["bounds"] >= 1
+
+
 def test_nonfinite_command_holds_the_last_safe_one_and_counts():
     s = layer(soft_start_s=0.0)
     run_in(s)

@@ -5,7 +5,9 @@ Both work in physics steps, batched over envs, with per-env amounts drawn by the
 - `CommandLink`: the command the robot's driver holds at each physics step. A control period's
   command is lost with a per-env probability (the driver keeps the last one it received, as
   a robot does on a lost message), and what is received takes effect `latency` physics steps
-  after the policy sent it (a zero-order hold on the received commands).
+  after the policy sent it (a zero-order hold on the received commands). Optionally, losses
+  also come in bursts of whole periods (a link that goes silent for a while: the robot holds
+  one command throughout, as the deploy node holds its last one until its watchdog trips).
 - `SensorHistory`: the last physics steps' sensor readings, so the actor can be given a state
   older than the one the critic and the rewards see (the estimator's and the link's age).
 """
@@ -30,18 +32,38 @@ class CommandLink:
         self.loss = torch.zeros(num_envs, device=device)  # per-period probability
         self.max_latency_steps = max_latency_steps
         self._env = torch.arange(num_envs, device=device)
+        # bursts: a per-period probability that one starts, and its length in whole periods,
+        # uniform in burst_periods (inclusive); (0, 0): none, and no random draws for them
+        self.burst_start = torch.zeros(num_envs, device=device)
+        self.burst_periods = (0, 0)
+        self.burst_left = torch.zeros(num_envs, dtype=torch.long, device=device)
 
     def reset(self, ids: torch.Tensor, command: torch.Tensor) -> None:
         """Envs `ids` start holding `command` (num_ids, dim) in every slot."""
         self.received[:, ids] = command.to(self.received.dtype)
+        self.burst_left[ids] = 0
 
     def send(self, command: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """One control period's commands; returns which were lost (num_envs,) bool."""
         lost = torch.rand(command.shape[0], generator=generator,
                           device=command.device) < self.loss
+        if self.burst_periods[1] > 0:
+            lost |= self._in_burst(generator)
         last = self.received[self.head]
         self.head = (self.head + 1) % self.received.shape[0]
         self.received[self.head] = torch.where(lost[:, None], last, command)
+        return lost
+
+    def _in_burst(self, generator: torch.Generator) -> torch.Tensor:
+        """Which envs lose this period's command to a burst (starting one where drawn)."""
+        n, device = self.burst_left.shape[0], self.burst_left.device
+        start = (self.burst_left == 0) & (
+            torch.rand(n, generator=generator, device=device) < self.burst_start)
+        low, high = self.burst_periods
+        length = torch.randint(low, high + 1, (n,), generator=generator, device=device)
+        self.burst_left = torch.where(start, length, self.burst_left)
+        lost = self.burst_left > 0
+        self.burst_left = (self.burst_left - 1).clamp(min=0)
         return lost
 
     def at(self, substep: int) -> torch.Tensor:

@@ -95,6 +95,49 @@ def test_a_lost_command_holds_the_last_one_received() -> None:
     assert abs(rate - 0.3) < 5 * math.sqrt(0.21 / 10_000), rate
 
 
+def test_a_loss_burst_holds_one_command_for_whole_periods() -> None:
+    """Bursts of 3-5 periods: each holds the command received before it throughout, and
+    bursts start at about the given per-period rate."""
+    n = 2000
+    link = CommandLink(num_envs=n, dim=1, decimation=2, max_latency_steps=0)
+    link.burst_periods, link.burst_start[:] = (3, 5), 0.02
+    link.reset(torch.arange(n), torch.zeros(n, 1))
+    g = torch.Generator().manual_seed(2)
+    lost = torch.stack([link.send(torch.full((n, 1), float(p)), g) for p in range(1, 61)])
+    held = lost.int()
+    starts = (held[1:] > held[:-1]).sum() + held[0].sum()
+    # run lengths of the bursts that ended inside the window: 3-5 periods, or longer where
+    # one began at once after another
+    lengths = []
+    for env in range(200):
+        run = 0
+        for x in held[:, env].tolist():
+            if x:
+                run += 1
+            elif run:
+                lengths.append(run)
+                run = 0
+    assert min(lengths) >= 3 and {3, 4, 5} <= set(lengths)
+    # starts per free period, about 0.02 (5 sigma)
+    free = int((~lost).sum())
+    rate = int(starts) / free
+    assert abs(rate - 0.02) < 5 * math.sqrt(0.02 * 0.98 / free), rate
+    # a burst holds the last received command: the one before it began
+    link2 = CommandLink(num_envs=1, dim=1, decimation=2, max_latency_steps=0)
+    link2.burst_periods, link2.burst_start[:] = (4, 4), 1.0
+    link2.reset(torch.arange(1), torch.full((1, 1), 9.0))
+    seen = [link2.send(torch.full((1, 1), float(p)), g).item() for p in range(1, 10)]
+    assert all(seen)  # at rate 1 a new burst starts as soon as one ends
+    assert link2.at(0).item() == 9.0
+
+
+def test_hover_bursts_follow_the_link_config() -> None:
+    env = _env("mujoco", n=2, link={"loss_burst": [0.05, 0.25], "loss_burst_rate": 0.5})
+    assert env.link.burst_periods == (5, 25)  # at the crazyflie's 100 Hz
+    assert torch.allclose(env.link.burst_start, torch.full((2,), 0.005))
+    assert _env("mujoco", n=1).link.burst_periods == (0, 0)
+
+
 def test_the_actor_sees_the_state_as_old_as_the_observation_age() -> None:
     """With an observation age of 4 physics steps (2 control periods at the crazyflie's 2
     physics steps per period) the actor's position is the critic's of two periods before."""

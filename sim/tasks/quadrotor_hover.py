@@ -100,8 +100,14 @@ class LinkConfig(StrictModel):
     # probability that a control period's command is lost and the motors hold the last one
     # received: 30% loss each way loses about half the periods' commands in lock-step
     command_loss: Range = (0.0, 0.0)
+    # bursts of lost commands (s, uniform in (low, high)), starting at `loss_burst_rate` per
+    # second: the link going silent for as long as the deploy node's watchdog holds the last
+    # command (K periods) before it damps; (0, 0): none
+    loss_burst: Range = (0.0, 0.0)
+    loss_burst_rate: float = Field(default=0.0, ge=0)
 
-    _check = field_validator("latency", "observation_age", "command_loss")(_ordered)
+    _check = field_validator("latency", "observation_age", "command_loss",
+                             "loss_burst")(_ordered)
 
     @field_validator("command_loss")
     @classmethod
@@ -204,6 +210,11 @@ class QuadrotorHover(VecEnv):
         self.physics_dt = self.dt / self.decimation
         steps = lambda seconds: round(seconds / self.physics_dt)  # noqa: E731
         self.link = CommandLink(n, 4, self.decimation, steps(link.latency[1]), self.device)
+        if link.loss_burst[1] > 0 and link.loss_burst_rate > 0:
+            periods = (max(1, round(link.loss_burst[0] / self.dt)),
+                       max(1, round(link.loss_burst[1] / self.dt)))
+            self.link.burst_periods = periods
+            self.link.burst_start.fill_(min(1.0, link.loss_burst_rate * self.dt))
         self.history: SensorHistory | None = None
         if steps(link.observation_age[1]) > 0:
             self.history = SensorHistory(n, b.sensordata.shape[1],

@@ -254,7 +254,10 @@ class DeployNode:
         n = contract.action_dim
         self.safety = SafetyLayer(low=self.limits.low, high=self.limits.high,
                                   damping=np.zeros(n), rate_hz=self.rate_hz, cfg=safety_cfg,
-                                  rate_limit=self.limits.rate)
+                                  rate_limit=self.limits.rate,
+                                  # rotor speeds: hold the collective, not an old torque
+                                  hold=("collective" if contract.action.kind == "rotor_speed"
+                                        else "last"))
 
         specs = self.interface.state_topics + self._input_specs()
         self.subs = {s.key: transport.subscription(self.topics[s.key], s.type, s.qos)

@@ -8,7 +8,10 @@ Modes: SOFT_START (ramp from the measured command-space pose to the policy over 
 the robot's damping command; ESTOP latches until `reset_estop()`. A watchdog DAMP clears by
 itself when fresh input returns (through a new soft start); a tilt DAMP and an ESTOP do not.
 Every mode change is recorded with its reason; NaN/Inf commands are replaced by the last safe
-command and counted.
+command and counted. With `hold="collective"` (rotor speeds) the replacement is the last
+command's mean on every rotor: its collective thrust without the differential part, which,
+with no state to correct it (a burst of corrupted readings), spins a quadrotor further each
+period it is held.
 
 Clamps, in order: per-cycle bounds the caller derives from the measured state (a joint's
 torque limit under PD); the static command limits (`low`, `high`: joint position range, rotor
@@ -24,6 +27,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Literal
 
 import numpy as np
 from pydantic import Field
@@ -69,6 +73,7 @@ class SafetyLayer:
     rate_hz: float
     cfg: SafetyConfig = field(default_factory=SafetyConfig)
     rate_limit: np.ndarray | None = None  # per command, units per second
+    hold: Literal["last", "collective"] = "last"  # a non-finite command's replacement
 
     def __post_init__(self) -> None:
         self.mode = Mode.SOFT_START
@@ -131,7 +136,10 @@ class SafetyLayer:
         command = np.asarray(command, dtype=np.float64)
         if np.count_nonzero(np.isfinite(command)) != command.size:
             self.nonfinite_events += 1
-            log.warning("non-finite command at cycle %d; holding the last safe one", self.cycle)
+            log.warning("non-finite command at cycle %d; holding the last safe one%s",
+                        self.cycle, " (its collective)" if self.hold == "collective" else "")
+            if self.hold == "collective":
+                self._last = np.full_like(self._last, self._last.mean())
             return self._last.copy()
         out = command
         if bounds is not None and not (_any(np.isnan(bounds[0])) or _any(np.isnan(bounds[1]))):

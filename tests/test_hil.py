@@ -260,6 +260,19 @@ def test_nan_burst(crazyflie, tmp_path):
     assert long_["resumed_after_periods"] is not None
     node = report["timing"]["node"]["node-0"]
     assert node["cycles"] > 500
+    # while it holds, the rotors get the last command's collective: equal speeds, no torque
+    held = [max(c) - min(c) for t, c in _rotor_commands(tmp_path / "run" / "run.mcap")
+            if 6.05 < t < 6.2]
+    assert len(held) > 10 and max(held) < 1e-9, held
+
+
+def _rotor_commands(mcap: Path) -> list[tuple[float, list[float]]]:
+    """(s since the first, the four rotor speeds) of each /rotor_commands message."""
+    with AnyReader([mcap]) as reader:
+        conns = [c for c in reader.connections if c.topic == "/rotor_commands"]
+        rows = [(t, list(reader.deserialize(raw, c.msgtype).data))
+                for c, t, raw in reader.messages(connections=conns)]
+    return [((t - rows[0][0]) / 1e9, c) for t, c in rows]
 
 
 def test_nan_burst_on_the_go2_native_interface(go2, go2_stand, tmp_path):

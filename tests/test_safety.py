@@ -62,6 +62,18 @@ def test_nonfinite_command_holds_the_last_safe_one_and_counts():
     assert s.nonfinite_events == 2 and s.mode is Mode.RUN
 
 
+def test_rotor_commands_hold_their_collective_through_nonfinite_ones():
+    """A quadrotor's held command keeps the last one's mean thrust on every rotor, not its
+    differential part (an open-loop torque with no state to correct it)."""
+    s = SafetyLayer(low=np.zeros(4), high=np.ones(4), damping=np.zeros(4), rate_hz=100.0,
+                    cfg=SafetyConfig(soft_start_s=0.0), hold="collective")
+    run_in(s, (0.5, 0.5, 0.5, 0.5))
+    s.step(np.array([0.6, 0.4, 0.7, 0.3]), True, 0.0)
+    held = [s.step(np.full(4, np.nan), False, 0.0) for _ in range(3)]
+    assert all(h.tolist() == [0.5, 0.5, 0.5, 0.5] for h in held) and s.nonfinite_events == 3
+    assert s.step(np.array([0.2, 0.2, 0.2, 0.2]), True, 0.0).tolist() == [0.2] * 4
+
+
 def test_watchdog_damps_after_k_stale_periods_and_recovers_through_soft_start():
     s = layer(soft_start_s=0.04, watchdog_periods=3)
     run_in(s)

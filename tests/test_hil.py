@@ -145,17 +145,17 @@ def test_quadrotor_holds_a_hover_through_the_link(crazyflie, tmp_path, scenario,
     _balanced(report["messages"])
 
 
-# Under 30% loss each way the hover meets hover.yaml's 0.1 m in most runs, not all: in 1 of 6
-# runs here and one CI run a ~1 Hz lateral oscillation grew to 0.106 and 0.124 m (docs/HIL.md).
-# The test holds what every run showed, a bounded hover (max 0.2 m, mean 0.1 m), and every
-# other check of the scenario.
-def test_quadrotor_hover_stays_bounded_under_message_loss(crazyflie, tmp_path):
-    report = _run(crazyflie, HOVER, tmp_path / "run", HIL / "hover.yaml", HIL / "drop30.yaml")
-    failed = [c for c in report["checks"] if c["passed"] is False and c["name"] != "hover"]
-    assert not failed, failed
+# Under 30% loss each way (about half the periods without a fresh command, in lock-step) the
+# hover holds hover.yaml's 0.1 m too: 8 of 8 lock-step and 2 of 2 timer runs here with this
+# asset (max 0.051-0.076 m; docs/HIL.md). The previous asset missed it in 2 of 9 (a ~1 Hz
+# lateral oscillation grew to 0.106 and 0.124 m), so a miss gets one rerun.
+@pytest.mark.flaky(reruns=1)
+@pytest.mark.parametrize("scenario", ["hover.yaml", "hover_timer.yaml"])
+def test_quadrotor_holds_a_hover_under_message_loss(crazyflie, tmp_path, scenario):
+    report = _run(crazyflie, HOVER, tmp_path / "run", HIL / scenario, HIL / "drop30.yaml")
+    assert report["passed"], [c for c in report["checks"] if c["passed"] is False]
     assert _check(report, "moved")["lift_off_s"], "the hover must start with a take-off"
-    hover = report["metrics"]["hover"]
-    assert hover["max_error_m"] < 0.2 and hover["mean_error_m"] < 0.1, hover
+    assert report["metrics"]["hover"]["max_error_m"] < 0.1
     assert report["dropouts"], "30% loss each way leaves periods without fresh state"
     _balanced(report["messages"])
 

@@ -208,14 +208,9 @@ def test_trunk_on_the_ground_or_upside_down_ends_the_episode():
     assert ended[-1][0] and ended[-1].sum() >= 1  # belly contact: within 0.2 s
 
 
-# one period of sensed state and of actions (go2-flat's default sees more)
-ONE_PERIOD = {"action_history": 1, "state_history": 1}
-
 # --- task ---------------------------------------------------------------------------------------
 def test_actor_sees_no_linear_velocity_and_the_contract_says_pd_targets():
-    # the default sees 2 periods of sensed state and 3 of its actions: 2 x 30 + 3 + 3 x 12
-    assert make_env("go2-flat", num_envs=1, seed=0).contract().obs_dim == 99
-    env = make_env("go2-flat", num_envs=2, seed=0, config=ONE_PERIOD)
+    env = make_env("go2-flat", num_envs=2, seed=0)
     c = env.contract()
     assert [t.name for t in c.observations] == ["angular_velocity", "projected_gravity",
                                                 "velocity_command", "joint_pos_rel",
@@ -229,7 +224,7 @@ def test_actor_sees_no_linear_velocity_and_the_contract_says_pd_targets():
 
 
 def test_sim_observation_equals_deploy_observation_for_go2_terms():
-    env = make_env("go2-flat", num_envs=16, seed=5, config=ONE_PERIOD)
+    env = make_env("go2-flat", num_envs=16, seed=5)
     env.reset()
     gen = torch.Generator().manual_seed(0)
     for _ in range(10):

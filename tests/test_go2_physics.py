@@ -267,8 +267,7 @@ def test_critic_sees_every_randomized_parameter_by_name(drawn):
     torch.testing.assert_close(terms["observation_age"][:, 0],
                                drawn.obs_age.float() * 0.005 / 0.02 - 1)
     critic = drawn.get_observations()["critic"]
-    actor = drawn.get_observations()["policy"].shape[1]
-    assert critic.shape[1] == actor + drawn.privileged().shape[1]
+    assert critic.shape[1] == 45 + drawn.privileged().shape[1]
 
 
 # --- what the actor sees ----------------------------------------------------------------------
@@ -342,17 +341,15 @@ def test_forty_ms_latency_delays_the_drivers_command_by_eight_physics_steps():
 
 
 def test_action_history_widens_the_actor_input_by_whole_actions():
-    one = make_env("go2-flat", num_envs=2, seed=0, config={"action_history": 1, "state_history": 1})
-    three = make_env("go2-flat", num_envs=2, seed=0,
-                     config={"action_history": 3, "state_history": 1})
+    one = make_env("go2-flat", num_envs=2, seed=0)
+    three = make_env("go2-flat", num_envs=2, seed=0, config={"action_history": 3})
     assert three.contract().obs_dim == one.contract().obs_dim + 2 * one.num_actions
     assert three.get_observations()["policy"].shape[-1] == three.contract().obs_dim
 
 
 def test_state_history_shows_the_actor_the_previous_periods_sensed_state():
-    one = make_env("go2-flat", num_envs=2, seed=0, config={"action_history": 1, "state_history": 1})
-    two = make_env("go2-flat", num_envs=2, seed=0,
-                   config={"state_history": 2, "action_history": 1})
+    one = make_env("go2-flat", num_envs=2, seed=0)
+    two = make_env("go2-flat", num_envs=2, seed=0, config={"state_history": 2})
     sensed = 3 + 3 + 2 * one.num_actions  # gyro, gravity, joint positions and velocities
     assert two.contract().obs_dim == one.contract().obs_dim + sensed
     before = two.get_observations()["policy"].clone()

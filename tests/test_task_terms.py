@@ -89,9 +89,8 @@ def test_an_old_reward_mapping_says_where_its_keys_went():
 
 def test_noise_per_signal_changes_the_actor_observation_not_the_critic():
     zero = {"angular_velocity": 0.0, "orientation": 0.0, "joint_pos": 0.0, "joint_vel": 0.0}
-    one = {"action_history": 1, "state_history": 1}  # the layout below is one period's
-    quiet = make_env("go2-flat", 3, 1, config={**GO2_QUIET, **one, "noise": zero})
-    noisy = make_env("go2-flat", 3, 1, config={**GO2_QUIET, **one,
+    quiet = make_env("go2-flat", 3, 1, config={**GO2_QUIET, "noise": zero})
+    noisy = make_env("go2-flat", 3, 1, config={**GO2_QUIET,
                                                 "noise": {**zero, "joint_vel": 1.0}})
     for _ in range(2):
         a, b = quiet.reset(), noisy.reset()
@@ -114,9 +113,7 @@ def quad8_task(monkeypatch):
     return "quad8-flat"
 
 
-# one period of state and action (the dims below; go2-flat's default sees more)
-QUAD8_CONFIG = {"init": {"height": 0.26}, "reward_params": {"base_height_target": 0.23},
-                "action_history": 1, "state_history": 1}
+QUAD8_CONFIG = {"init": {"height": 0.26}, "reward_params": {"base_height_target": 0.23}}
 
 
 def test_the_velocity_task_runs_a_second_quadruped_from_its_description(quad8_task):

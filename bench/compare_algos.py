@@ -12,7 +12,9 @@ Writes bench/results/compare_algos_<task>.json (every run, every evaluation, and
 the median time and steps to the target) and a PNG of success against training wall time.
 With --append, runs are added to that file's (replacing the same algorithm and seed), so the
 comparison can be built up over several invocations. --set ALGO.KEY=VALUE overrides one field
-of an algorithm's config (a JSON value), e.g. --set sac.amp=true.
+of an algorithm's config (a JSON value), e.g. --set sac.amp=true; --task-config FILE merges a
+YAML mapping onto the task settings every run trains with (the task's training defaults for the
+algorithm, as `simreal train` uses them); --name SUFFIX writes compare_algos_<task>_<SUFFIX>.
 
     python bench/compare_algos.py [--tasks quadrotor-hover] [--algos ppo sac td3 rsl_rl_ppo]
                                   [--seeds 0 1 2] [--target 0.95] [--episodes 1000]
@@ -86,6 +88,15 @@ def _overrides(args, algo: str) -> dict[str, Any]:
     return out
 
 
+def _task_config(args, defaults: dict[str, Any]) -> dict[str, Any]:
+    """The task settings a run trains with: the algorithm's training defaults, then
+    --task-config on top."""
+    from simreal.api import _merged, load_task_config
+
+    extra = load_task_config(args.task_config) if args.task_config else {}
+    return _merged(defaults.get("task_config", {}), extra)
+
+
 def _ours(task: str, algo: str, seed: int, args, ev: Evaluator) -> dict[str, Any]:
     from simreal.api import _runner, make_env
     from simreal.sim.registry import get_task
@@ -96,9 +107,10 @@ def _ours(task: str, algo: str, seed: int, args, ev: Evaluator) -> dict[str, Any
     cfg = get_algo(algo).config().model_validate({**defaults.get("config", {}),
                                                    **_overrides(args, algo)})
     envs = defaults.get("envs", 1024)
+    task_config = _task_config(args, defaults)
     config = {"task": task, "algo": algo, "seed": seed, "envs": envs,
-              "algo_config": cfg.model_dump(mode="json")}
-    env = make_env(task, envs, seed)
+              "algo_config": cfg.model_dump(mode="json"), "task_config": task_config}
+    env = make_env(task, envs, seed, config=task_config)
     runner = _runner(config, env, None)
 
     def callback(r, stats) -> bool:
@@ -109,7 +121,7 @@ def _ours(task: str, algo: str, seed: int, args, ev: Evaluator) -> dict[str, Any
     if ev.reached is None:
         ev(runner.exportable_actor(), runner.env_steps, runner.wall_s, force=True)
     return {"envs": envs, "env_steps": runner.env_steps, "wall_s": round(runner.wall_s, 2),
-            "algo_config": config["algo_config"]}
+            "algo_config": config["algo_config"], "task_config": task_config}
 
 
 def _rsl_rl(task: str, seed: int, args, ev: Evaluator) -> dict[str, Any]:
@@ -136,7 +148,7 @@ def _rsl_rl(task: str, seed: int, args, ev: Evaluator) -> dict[str, Any]:
     ours = PPOConfig.model_validate(defaults.get("config", {}))
     envs = defaults.get("envs", 1024)
     torch.manual_seed(seed)
-    env = make_env(task, envs, seed)
+    env = make_env(task, envs, seed, config=_task_config(args, defaults))
 
     def mlp(hidden: list[int]) -> dict[str, Any]:
         return {"class_name": "rsl_rl.models.MLPModel", "hidden_dims": hidden,
@@ -258,11 +270,13 @@ def main() -> None:
     p.add_argument("--max-steps", type=int, default=10_000_000)
     p.add_argument("--max-wall-s", type=float, default=900.0)
     p.add_argument("--set", action="append", default=[], metavar="ALGO.KEY=VALUE")
+    p.add_argument("--task-config", help="YAML merged onto the task's training settings")
+    p.add_argument("--name", help="suffix of the result file (compare_algos_<task>_<name>)")
     p.add_argument("--append", action="store_true", help="add to the task's existing results")
     args = p.parse_args()
 
     for task in args.tasks:
-        name = f"compare_algos_{task}"
+        name = f"compare_algos_{task}" + (f"_{args.name}" if args.name else "")
         runs = []
         if args.append and (_common.RESULTS / f"{name}.json").is_file():
             runs = json.loads((_common.RESULTS / f"{name}.json").read_text())["runs"]

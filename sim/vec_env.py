@@ -21,6 +21,13 @@ the others, and an unknown name is an error naming it. The base env sums the wei
 (`/reward/<term>` in the log: per episode, per second of `episode_s`) and gives the actor the
 signals through the observation builder's perturbation hook, which adds the noise; the
 critic builds the same terms from the exact signals.
+
+A reward curriculum (`reward_curriculum: {start: {term: weight}, steps: N}`, training only)
+moves the named terms' weights linearly from `start` to the config's `rewards` over the first N
+env transitions; the trainer calls `set_training_progress(env_steps)` every iteration. With
+`keep_reward_terms` set (an off-policy trainer that relabels its replay sets it),
+extras["reward_terms"] holds each step's unweighted terms (columns in `reward_term_names`
+order), from which `reward_from_terms` gives the reward under the current weights.
 """
 
 from __future__ import annotations
@@ -33,7 +40,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
-from pydantic import NonNegativeFloat, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    Field,
+    NonNegativeFloat,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from tensordict import TensorDict
 
 from simreal.core.config import StrictModel
@@ -48,6 +63,18 @@ Weights = dict[str, float]  # reward term -> weight
 NoiseStd = dict[str, NonNegativeFloat]  # signal -> standard deviation of its noise
 
 
+class RewardCurriculum(StrictModel):
+    """Training's reward weights start at `start` (terms not named keep their config weight)
+    and reach the config's `rewards` linearly after `steps` env transitions (all envs, all
+    ranks). RLtools' habit: small costs first, so that staying alive and near the goal is
+    learnt before smoothness is asked for."""
+
+    start: Weights
+    steps: PositiveInt
+    # transitions at the start weights before the ramp begins
+    hold: NonNegativeInt = 0
+
+
 class TaskConfig(StrictModel):
     """Base of every task's typed config: unknown keys and non-finite numbers are errors.
 
@@ -58,6 +85,7 @@ class TaskConfig(StrictModel):
     episode_s: float = 5.0
     rewards: Weights = {}
     noise: NoiseStd = {}
+    reward_curriculum: RewardCurriculum | None = Field(None, json_schema_extra={"train_only": True})
 
     @field_validator("episode_s")
     @classmethod
@@ -80,6 +108,15 @@ class TaskConfig(StrictModel):
             if name not in defaults:
                 raise ValueError(f"unknown {what} {name!r} (known: {', '.join(defaults)})")
         return {**defaults, **value}
+
+    @model_validator(mode="after")
+    def _curriculum_names_terms(self) -> TaskConfig:
+        if self.reward_curriculum is not None:
+            for name in self.reward_curriculum.start:
+                if name not in self.rewards:
+                    raise ValueError(f"reward_curriculum.start: unknown reward term {name!r} "
+                                     f"(known: {', '.join(self.rewards)})")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -166,12 +203,44 @@ class VecEnv(ABC):
         if declared != set(weights):  # a task's own defaults must name exactly its terms
             raise TypeError(f"{type(self).__name__}: config rewards {sorted(weights)} differ "
                             f"from reward_functions {sorted(declared)}")
+        curriculum = self.cfg.reward_curriculum
+        start = {**weights, **(curriculum.start if curriculum else {})}
         scale = self.dt if self.rewards_per_second else 1.0
-        # a term weighted 0 is not computed at all
-        self._reward_terms = [(name, self.reward_functions[name], w * scale)
-                              for name, w in weights.items() if w != 0]
-        self.episode_reward_terms = torch.zeros(self.num_envs, len(self._reward_terms),
+        # a term weighted 0 from start to end is not computed at all
+        self.reward_term_names = [n for n in weights if weights[n] != 0 or start[n] != 0]
+        self._reward_fns = [self.reward_functions[n] for n in self.reward_term_names]
+        as_tensor = functools.partial(torch.tensor, dtype=torch.float32, device=self.device)
+        self._weights_end = as_tensor([weights[n] * scale for n in self.reward_term_names])
+        self._weights_start = as_tensor([start[n] * scale for n in self.reward_term_names])
+        self.reward_weights = self._weights_start.clone()
+        self.keep_reward_terms = False  # put extras["reward_terms"] in step()'s result
+        self._last_reward_terms: torch.Tensor | None = None
+        self.episode_reward_terms = torch.zeros(self.num_envs, len(self.reward_term_names),
                                                 device=self.device)
+
+    @property
+    def has_reward_curriculum(self) -> bool:
+        return self.cfg.reward_curriculum is not None
+
+    def set_training_progress(self, env_steps: int) -> float:
+        """Set the reward weights for `env_steps` transitions into training; returns how far
+        the curriculum is (0 to 1; 1 without one)."""
+        c = self.cfg.reward_curriculum
+        if c is None:
+            return 1.0
+        frac = min(1.0, max(0.0, env_steps - c.hold) / c.steps)
+        self.reward_weights = torch.lerp(self._weights_start, self._weights_end, frac)
+        return frac
+
+    def reward_from_terms(self, terms: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
+        """The reward of steps whose unweighted terms are `terms` (..., len(reward_term_names))
+        under the current weights, shaped as `step()` shapes it (for relabelling replay: a
+        task's `shape_reward` may read only `state["terminated"]`). A non-finite reward (a
+        broken simulation) is 0."""
+        weighted = terms * self.reward_weights.to(terms.device)
+        named = {name: weighted[..., i] for i, name in enumerate(self.reward_term_names)}
+        reward = self.shape_reward(weighted.sum(-1), named, {"terminated": terminated})
+        return torch.where(torch.isfinite(reward), reward, 0.0)
 
     # --- what a task provides -------------------------------------------------------------
     @abstractmethod
@@ -229,7 +298,8 @@ class VecEnv(ABC):
 
     def shape_reward(self, reward: torch.Tensor, terms: dict[str, torch.Tensor],
                      state: dict[str, torch.Tensor]) -> torch.Tensor:
-        """The step's reward from the sum of its weighted terms (a task may clip it)."""
+        """The step's reward from the sum of its weighted terms (a task may clip it). It may
+        read only `state["terminated"]`: a relabelled replay has kept nothing else."""
         return reward
 
     def rewards_and_terminations(self) -> tuple[torch.Tensor, torch.Tensor, dict[str, Any]]:
@@ -237,14 +307,13 @@ class VecEnv(ABC):
         (a broken simulation) is 0 and ends the episode."""
         state = self.reward_state()
         p = getattr(self.cfg, "reward_params", None)
-        if self._reward_terms:
-            values = torch.stack([fn(state, p) * w for _, fn, w in self._reward_terms], -1)
-            self.episode_reward_terms += values
-            reward = values.sum(-1)
-        else:
-            values, reward = None, torch.zeros(self.num_envs, device=self.device)
-        terms = {name: values[:, i] for i, (name, _, _) in enumerate(self._reward_terms)}
-        reward = self.shape_reward(reward, terms, state)
+        raw = (torch.stack([fn(state, p) for fn in self._reward_fns], -1) if self._reward_fns
+               else torch.zeros(self.num_envs, 0, device=self.device))
+        self._last_reward_terms = raw
+        weighted = raw * self.reward_weights
+        self.episode_reward_terms += weighted
+        terms = {name: weighted[:, i] for i, name in enumerate(self.reward_term_names)}
+        reward = self.shape_reward(weighted.sum(-1), terms, state)
         terminated, log = self.terminations(state)
         broken = ~torch.isfinite(reward)
         return torch.where(broken, 0.0, reward), terminated | broken, log
@@ -321,6 +390,8 @@ class VecEnv(ABC):
             self.critic_builder.reset(done)
         self._obs = self._observe()
         extras = {"time_outs": time_out, "log": log}
+        if self.keep_reward_terms:
+            extras["reward_terms"] = self._last_reward_terms
         if final is not None:
             extras["final_obs"] = final
         return self._obs, reward, done, extras
@@ -343,10 +414,10 @@ class VecEnv(ABC):
         ended = self.episode_length_buf[ids] > 0
         sums = self.episode_reward_terms[ids]
         self.episode_reward_terms[ids] = 0.0
-        if not self._reward_terms or not ended.any():  # none before the first episodes
+        if not self.reward_term_names or not ended.any():  # none before the first episodes
             return {}
         per_s = sums[ended].mean(0) / self.cfg.episode_s
-        return {f"/reward/{name}": per_s[i] for i, (name, _, _) in enumerate(self._reward_terms)}
+        return {f"/reward/{name}": per_s[i] for i, name in enumerate(self.reward_term_names)}
 
     def _reset(self, ids: torch.Tensor) -> dict[str, Any]:
         stats = self._reward_term_stats(ids)

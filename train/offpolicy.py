@@ -15,6 +15,12 @@ falls back to bootstrapping from the observation the last action was taken in, t
 approximation rsl_rl's PPO makes (V(s_T) ~ V(s_{T-1}), close at a 100 Hz control rate).
 Terminations never bootstrap.
 
+Under a task's reward curriculum (sim/vec_env.py) the weights change as training goes on, and
+the returns stored in the buffer would be those of old weights. With `relabel_rewards` the
+buffer keeps each transition's unweighted reward terms per step (train/replay.py), and every
+sampled batch's n-step return is recomputed at the current weights: the relabelling RLtools
+does over its whole buffer, done per batch (a (batch, n, terms) product per update).
+
 The replay buffer is not checkpointed (it is large and refills in seconds): a resumed run
 refills `learning_starts` steps before updating again.
 """
@@ -40,8 +46,8 @@ from simreal.train.checkpoint import save_checkpoint
 from simreal.train.cuda_graph import GraphedUpdate
 from simreal.train.modules import EmpiricalNormalization
 from simreal.train.offpolicy_modules import CriticEnsemble, ExportActor, project_distribution
-from simreal.train.progress import end_iteration
-from simreal.train.replay import NStepWindow, ReplayBuffer
+from simreal.train.progress import end_iteration, set_training_progress
+from simreal.train.replay import NStepWindow, ReplayBuffer, relabelled
 
 Callback = Callable[["OffPolicyRunner", dict[str, float]], bool]
 
@@ -97,6 +103,9 @@ class OffPolicyConfig(StrictModel):
     # the CPU, with `compile`, and under torchrun (the gradient all-reduce is not captured)
     cuda_graph: bool = True
     amp: bool = False  # bfloat16 autocast in the critics' hidden layers
+    # under a task's reward curriculum, each sampled batch's returns are recomputed from the
+    # reward terms the buffer keeps, at the current weights (False: as collected)
+    relabel_rewards: bool = True
     device: str | None = None  # None: the env's device
 
     @model_validator(mode="after")
@@ -262,6 +271,9 @@ class OffPolicyRunner:
         self.generator = torch.Generator(device=self.device).manual_seed(
             distributed.rank_seed(seed) + 1)
         self.buffer: ReplayBuffer | None = None  # allocated by learn(): export needs none
+        self.relabel = cfg.relabel_rewards and getattr(env, "has_reward_curriculum", False)
+        if self.relabel:
+            env.keep_reward_terms = True
         self.window = NStepWindow(cfg.n_step, cfg.gamma)
         self.iteration = 0
         self.env_steps = 0
@@ -307,6 +319,10 @@ class OffPolicyRunner:
         fields = {"obs/policy": self.actor_dim, "obs/critic": self.critic_dim,
                   "action": self.env.num_actions, "reward": 1, "discount": 1,
                   "next/policy": self.actor_dim, "next/critic": self.critic_dim}
+        if self.relabel:
+            n = self.cfg.n_step
+            fields.update({"terms": n * len(self.env.reward_term_names), "step_discount": n,
+                           "step_terminated": n})
         return ReplayBuffer(self.cfg.buffer_size, fields, self.device)
 
     def _bootstrap_obs(self, obs: dict[str, torch.Tensor], next_obs: dict[str, torch.Tensor],
@@ -338,8 +354,9 @@ class OffPolicyRunner:
         reward, done = reward.to(dev), done.to(dev)
         terminated = done & ~extras["time_outs"].to(dev)
         boot = self._bootstrap_obs(obs, next_obs, done, extras)
+        terms = extras["reward_terms"].to(dev) if self.relabel else None
         transition = self.window.add(obs, actions, reward * self.cfg.reward_scale, terminated,
-                                     done, boot)
+                                     done, boot, terms)
         if transition is not None:
             self.buffer.add(transition)
         agent.episodes_ended(done)
@@ -360,6 +377,7 @@ class OffPolicyRunner:
                    mininterval=1.0, dynamic_ncols=True)
         while self.env_steps < total_env_steps:
             start = time.perf_counter()
+            curriculum = set_training_progress(env, self.env_steps)
             self._reward_sum = torch.zeros((), device=self.device)
             last: dict[str, torch.Tensor] = {}
             updates = 0
@@ -371,6 +389,9 @@ class OffPolicyRunner:
                 self._credit += cfg.updates_per_step
                 while self._credit >= 1.0:
                     batch = self.buffer.sample(cfg.batch_size, self.generator)
+                    if self.relabel:
+                        batch = relabelled(batch, cfg.n_step, cfg.reward_scale,
+                                           env.reward_from_terms)
                     last = self.agent.update(batch)
                     self._credit -= 1.0
                     updates += 1
@@ -385,6 +406,8 @@ class OffPolicyRunner:
             stats["updates_per_s"] = updates / elapsed
             stats["mean_reward"] = (float(distributed.mean(self._reward_sum))
                                     / cfg.steps_per_iteration)
+            if curriculum is not None:
+                stats["curriculum/reward"] = curriculum
             for key, value in episode_log.means().items():
                 stats[key.lstrip("/")] = value
             if end_iteration(self, bar, stats, steps, callback):

@@ -36,6 +36,14 @@ def check_finite(runner: Any, stats: dict[str, float]) -> None:
                                f"stopped{where}")
 
 
+def set_training_progress(env: Any, env_steps: int) -> float | None:
+    """Tell the env how far training is (its reward curriculum follows it); the curriculum's
+    progress (0 to 1), or None for an env without one (another framework's VecEnv)."""
+    if not getattr(env, "has_reward_curriculum", False):
+        return None
+    return env.set_training_progress(env_steps)
+
+
 def end_iteration(runner: Any, bar: Any, stats: dict[str, float], steps: int,
                   callback: Callable[[Any, dict[str, float]], bool] | None) -> bool:
     """Log and show this iteration's `stats` (`steps` env steps, all ranks), checkpoint every

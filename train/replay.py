@@ -7,7 +7,11 @@ sampled batch is ready to use (observation, action, return, discount, bootstrap 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
+
+RELABEL_FIELDS = ("terms", "step_discount", "step_terminated")
 
 
 class ReplayBuffer:
@@ -78,6 +82,10 @@ class NStepWindow:
     where m <= n is the number of steps up to and including the first done in the window:
     a return stops at the end of its episode, and is bootstrapped there unless the episode
     terminated (a time-out bootstraps).
+
+    Given each step's reward `terms` (N, T), a transition also keeps what recomputing its
+    return under other weights needs: "terms" (the n steps' terms, oldest first, n*T),
+    "step_discount" (gamma^k, 0 past the episode's end) and "step_terminated" (n each).
     """
 
     def __init__(self, n: int, gamma: float):
@@ -88,10 +96,12 @@ class NStepWindow:
         self._buf: dict[str, torch.Tensor] = {}
 
     def add(self, obs: dict[str, torch.Tensor], action: torch.Tensor, reward: torch.Tensor,
-            terminated: torch.Tensor, done: torch.Tensor, next_obs: dict[str, torch.Tensor]
-            ) -> dict[str, torch.Tensor] | None:
+            terminated: torch.Tensor, done: torch.Tensor, next_obs: dict[str, torch.Tensor],
+            terms: torch.Tensor | None = None) -> dict[str, torch.Tensor] | None:
         step = {"action": action, "reward": reward, "terminated": terminated.to(reward.dtype),
                 "done": done.to(reward.dtype)}
+        if terms is not None:
+            step["terms"] = terms.to(reward.dtype)
         for group, value in obs.items():
             step[f"obs/{group}"] = value
             step[f"next/{group}"] = next_obs[group]
@@ -121,9 +131,26 @@ class NStepWindow:
         discount = self.gamma ** m.to(rewards.dtype) * (1 - buf["terminated"][last, env])
         first = order[0]
         out = {"action": buf["action"][first], "reward": ret, "discount": discount}
+        if "terms" in buf:  # (n, N, T) -> (N, n*T), oldest step first
+            out["terms"] = buf["terms"][order].transpose(0, 1).reshape(rewards.shape[1], -1)
+            out["step_discount"] = (powers[:, None] * alive).T
+            out["step_terminated"] = buf["terminated"][order].T
         for key in buf:
             if key.startswith("obs/"):
                 group = key[4:]
                 out[key] = buf[key][first]
                 out[f"next/{group}"] = buf[f"next/{group}"][last, env]
         return out
+
+
+def relabelled(batch: dict[str, torch.Tensor], n_step: int, reward_scale: float,
+               reward_from_terms: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+               ) -> dict[str, torch.Tensor]:
+    """`batch` (sampled from a buffer that kept NStepWindow's term fields) with each n-step
+    return recomputed from its steps' terms by `reward_from_terms(terms, terminated)` (the
+    env's current weights), times `reward_scale`; the term fields are left out."""
+    terms = batch["terms"].reshape(batch["terms"].shape[0], n_step, -1)
+    rewards = reward_from_terms(terms, batch["step_terminated"] > 0.5)  # (B, n)
+    out = {k: v for k, v in batch.items() if k not in RELABEL_FIELDS}
+    out["reward"] = (batch["step_discount"] * rewards).sum(-1, keepdim=True) * reward_scale
+    return out

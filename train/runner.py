@@ -15,7 +15,7 @@ from simreal.train import distributed
 from simreal.train.checkpoint import save_checkpoint
 from simreal.train.modules import ActorCritic, DeterministicActor
 from simreal.train.ppo import PPO, PPOConfig
-from simreal.train.progress import end_iteration
+from simreal.train.progress import end_iteration, set_training_progress
 from simreal.train.storage import RolloutStorage
 
 # called after each iteration with (runner, stats); returning True stops training
@@ -91,6 +91,7 @@ class OnPolicyRunner:
                    mininterval=1.0, dynamic_ncols=True)
         while self.env_steps < total_env_steps:
             start = time.perf_counter()
+            curriculum = set_training_progress(env, self.env_steps)
             with torch.inference_mode():
                 for _ in range(cfg.steps_per_env):
                     actor_obs, critic_obs = obs["policy"], obs["critic"]
@@ -117,6 +118,8 @@ class OnPolicyRunner:
             elapsed = time.perf_counter() - start
             self.wall_s += elapsed
             stats["steps_per_s"] = steps / elapsed
+            if curriculum is not None:
+                stats["curriculum/reward"] = curriculum
             if end_iteration(self, bar, stats, steps, callback):
                 break
         bar.close()

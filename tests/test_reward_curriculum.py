@@ -4,7 +4,7 @@ off-policy replay that relabels its stored returns at the current weights."""
 import pytest
 import torch
 
-from simreal.api import make_env, train
+from simreal.api import evaluation_config, make_env, train
 from simreal.core.config import ConfigError
 from simreal.train.replay import NStepWindow, relabelled
 
@@ -20,6 +20,11 @@ def test_a_curriculum_must_name_the_tasks_terms():
                  config={"reward_curriculum": {"start": {"spin": 0.0}, "steps": 10}})
     with pytest.raises(ConfigError, match="steps"):
         make_env("quadrotor-hover", 2, 0, config={"reward_curriculum": {"start": {}, "steps": 0}})
+
+
+def test_evaluation_drops_the_curriculum():
+    trained = {"episode_s": 4.0, **CURRICULUM}
+    assert evaluation_config("quadrotor-hover", trained) == {"episode_s": 4.0}
 
 
 def test_the_weights_move_linearly_from_start_to_the_tasks():

@@ -121,3 +121,16 @@ def test_training_follows_the_curriculum(tmp_path, algo):
     progress = [e.value for e in events.Scalars("curriculum/reward")]
     # set at the start of each 40-step iteration: 0, 40/600, ..., 360/600
     assert progress == pytest.approx([40 * i / 600 for i in range(10)])
+
+
+def test_per_second_weights_scale_both_ends():
+    # go2's weights are per second of simulated time: start and end are both times the period
+    env = make_env("go2-flat", 1, 0, config={
+        "reward_curriculum": {"start": {"feet_air_time": 0.0, "collision": -5.0}, "steps": 10}})
+    names = env.reward_term_names
+    i, j = names.index("feet_air_time"), names.index("collision")
+    assert float(env.reward_weights[i]) == 0.0
+    assert float(env.reward_weights[j]) == pytest.approx(-5.0 * env.dt)
+    env.set_training_progress(10)
+    assert float(env.reward_weights[i]) == pytest.approx(env.cfg.rewards["feet_air_time"] * env.dt)
+    assert float(env.reward_weights[j]) == pytest.approx(env.cfg.rewards["collision"] * env.dt)

@@ -16,6 +16,25 @@ import simreal
 ROOT = Path(simreal.__file__).resolve().parent.parent
 
 
+def test_every_registered_algorithm_and_task_loads_outside_the_checkout(tmp_path):
+    # pytest puts the checkout on sys.path, where `train.td3` would import too; a user's
+    # process has only the installed `simreal` (and here a `train.py` of their own)
+    (tmp_path / "train.py").write_text("WHO = 'the user'\n")
+    (tmp_path / "script.py").write_text(
+        "from simreal.train.algos import ALGOS\n"
+        "from simreal.sim.registry import task_names, get_task\n"
+        "for a in ALGOS.values():\n"
+        "    print(a.name, a.config().__module__, a.runner().__module__)\n"
+        "for name in task_names():\n"
+        "    print(name, get_task(name).__module__)\n")
+    proc = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.strip().splitlines()]
+    assert {r[0] for r in rows} >= {"ppo", "sac", "td3", "quadrotor-hover", "go2-flat"}
+    assert all(m.startswith("simreal.") for r in rows for m in r[1:]), rows
+
+
 def test_a_script_beside_its_own_train_sim_and_deploy_modules_uses_simreal(tmp_path):
     for name in ("train", "sim", "deploy", "robots", "hil", "calibration"):
         (tmp_path / f"{name}.py").write_text(f"WHO = 'the user\\'s own {name}'\n")

@@ -35,7 +35,7 @@ def _load(target: str):
 ALGOS: dict[str, Algo] = {
     "ppo": Algo("ppo", "simreal.train.ppo:PPOConfig", "simreal.train.runner:OnPolicyRunner"),
     "sac": Algo("sac", "simreal.train.sac:SACConfig", "simreal.train.sac:SACRunner"),
-    "td3": Algo("td3", "train.td3:TD3Config", "train.td3:TD3Runner"),
+    "td3": Algo("td3", "simreal.train.td3:TD3Config", "simreal.train.td3:TD3Runner"),
 }
 
 

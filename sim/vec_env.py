@@ -238,9 +238,13 @@ class VecEnv(ABC):
         task's `shape_reward` may read only `state["terminated"]`). A non-finite reward (a
         broken simulation) is 0."""
         weighted = terms * self.reward_weights.to(terms.device)
-        named = {name: weighted[..., i] for i, name in enumerate(self.reward_term_names)}
-        reward = self.shape_reward(weighted.sum(-1), named, {"terminated": terminated})
+        reward = self._shaped(weighted, {"terminated": terminated})
         return torch.where(torch.isfinite(reward), reward, 0.0)
+
+    def _shaped(self, weighted: torch.Tensor, state: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The task's shaping of the sum of weighted terms (..., len(reward_term_names))."""
+        named = {name: weighted[..., i] for i, name in enumerate(self.reward_term_names)}
+        return self.shape_reward(weighted.sum(-1), named, state)
 
     # --- what a task provides -------------------------------------------------------------
     @abstractmethod
@@ -312,8 +316,7 @@ class VecEnv(ABC):
         self._last_reward_terms = raw
         weighted = raw * self.reward_weights
         self.episode_reward_terms += weighted
-        terms = {name: weighted[:, i] for i, name in enumerate(self.reward_term_names)}
-        reward = self.shape_reward(weighted.sum(-1), terms, state)
+        reward = self._shaped(weighted, state)
         terminated, log = self.terminations(state)
         broken = ~torch.isfinite(reward)
         return torch.where(broken, 0.0, reward), terminated | broken, log

@@ -16,21 +16,27 @@ import simreal
 ROOT = Path(simreal.__file__).resolve().parent.parent
 
 
+def _run_script(folder: Path, text: str, timeout: float) -> list[str]:
+    """Run `text` as folder/script.py from `folder` (not the checkout); its stdout lines."""
+    (folder / "script.py").write_text(text)
+    proc = subprocess.run([sys.executable, "script.py"], cwd=folder, capture_output=True,
+                          text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout.strip().splitlines()
+
+
 def test_every_registered_algorithm_and_task_loads_outside_the_checkout(tmp_path):
     # pytest puts the checkout on sys.path, where `train.td3` would import too; a user's
     # process has only the installed `simreal` (and here a `train.py` of their own)
     (tmp_path / "train.py").write_text("WHO = 'the user'\n")
-    (tmp_path / "script.py").write_text(
+    lines = _run_script(tmp_path, (
         "from simreal.train.algos import ALGOS\n"
         "from simreal.sim.registry import task_names, get_task\n"
         "for a in ALGOS.values():\n"
         "    print(a.name, a.config().__module__, a.runner().__module__)\n"
         "for name in task_names():\n"
-        "    print(name, get_task(name).__module__)\n")
-    proc = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = [line.split() for line in proc.stdout.strip().splitlines()]
+        "    print(name, get_task(name).__module__)\n"), timeout=120)
+    rows = [line.split() for line in lines]
     assert {r[0] for r in rows} >= {"ppo", "sac", "td3", "quadrotor-hover", "go2-flat"}
     assert all(m.startswith("simreal.") for r in rows for m in r[1:]), rows
 
@@ -38,7 +44,7 @@ def test_every_registered_algorithm_and_task_loads_outside_the_checkout(tmp_path
 def test_a_script_beside_its_own_train_sim_and_deploy_modules_uses_simreal(tmp_path):
     for name in ("train", "sim", "deploy", "robots", "hil", "calibration"):
         (tmp_path / f"{name}.py").write_text(f"WHO = 'the user\\'s own {name}'\n")
-    (tmp_path / "script.py").write_text(
+    lines = _run_script(tmp_path, (
         "import train, sim, deploy\n"
         "import simreal\n"
         "from simreal import make_env, train as simreal_train\n"
@@ -49,11 +55,7 @@ def test_a_script_beside_its_own_train_sim_and_deploy_modules_uses_simreal(tmp_p
         "summary = simreal_train('quadrotor-hover', algo='ppo', envs=8, steps=512, seed=0,\n"
         "                        out='run', eval_episodes=4, progress=False)\n"
         "print(tuple(obs['policy'].shape), summary['env_steps'] >= 512,\n"
-        "      simreal_train.ppo is simreal.train.ppo)\n")
-    proc = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.strip().splitlines()
+        "      simreal_train.ppo is simreal.train.ppo)\n"), timeout=300)
     assert lines[-2] == "the user's own train|the user's own sim|the user's own deploy"
     assert lines[-1].startswith("(2, ") and lines[-1].endswith("True True")
     assert (tmp_path / "run" / "policy.onnx").is_file()

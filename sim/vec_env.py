@@ -24,7 +24,8 @@ critic builds the same terms from the exact signals.
 
 A reward curriculum (`reward_curriculum: {start: {term: weight}, steps: N}`, training only)
 moves the named terms' weights linearly from `start` to the config's `rewards` over the first N
-env transitions; the trainer calls `set_training_progress(env_steps)` every iteration. With
+env transitions; the trainer calls `set_training_progress(env_steps)` every iteration (a task
+may follow it too: go2's randomization curriculum, sim/tasks/legged.py). With
 `keep_reward_terms` set (an off-policy trainer that relabels its replay sets it),
 extras["reward_terms"] holds each step's unweighted terms (columns in `reward_term_names`
 order), from which `reward_from_terms` gives the reward under the current weights.
@@ -63,16 +64,24 @@ Weights = dict[str, float]  # reward term -> weight
 NoiseStd = dict[str, NonNegativeFloat]  # signal -> standard deviation of its noise
 
 
-class RewardCurriculum(StrictModel):
+class Curriculum(StrictModel):
+    """A linear schedule over training: `hold` env transitions (all envs, all ranks) at the
+    start values, then `steps` transitions to the config's own."""
+
+    steps: PositiveInt
+    hold: NonNegativeInt = 0
+
+    def fraction(self, env_steps: int) -> float:
+        """How far from the start values to the config's (0 to 1) after `env_steps`."""
+        return min(1.0, max(0.0, env_steps - self.hold) / self.steps)
+
+
+class RewardCurriculum(Curriculum):
     """Training's reward weights start at `start` (terms not named keep their config weight)
-    and reach the config's `rewards` linearly after `steps` env transitions (all envs, all
-    ranks). RLtools' habit: small costs first, so that staying alive and near the goal is
-    learnt before smoothness is asked for."""
+    and reach the config's `rewards`. RLtools' habit: small costs first, so that staying
+    alive and near the goal is learnt before smoothness is asked for."""
 
     start: Weights
-    steps: PositiveInt
-    # transitions at the start weights before the ramp begins
-    hold: NonNegativeInt = 0
 
 
 class TaskConfig(StrictModel):
@@ -222,15 +231,21 @@ class VecEnv(ABC):
     def has_reward_curriculum(self) -> bool:
         return self.cfg.reward_curriculum is not None
 
-    def set_training_progress(self, env_steps: int) -> float:
-        """Set the reward weights for `env_steps` transitions into training; returns how far
-        the curriculum is (0 to 1; 1 without one)."""
+    @property
+    def has_curriculum(self) -> bool:
+        """Whether `set_training_progress` changes anything (a reward or a task curriculum)."""
+        return self.has_reward_curriculum
+
+    def set_training_progress(self, env_steps: int) -> dict[str, float]:
+        """Follow training to `env_steps` transitions: set the reward weights of a reward
+        curriculum; returns each curriculum's progress (0 to 1) by name ("reward"; a task may
+        add its own), empty without one."""
         c = self.cfg.reward_curriculum
         if c is None:
-            return 1.0
-        frac = min(1.0, max(0.0, env_steps - c.hold) / c.steps)
+            return {}
+        frac = c.fraction(env_steps)
         self.reward_weights = torch.lerp(self._weights_start, self._weights_end, frac)
-        return frac
+        return {"reward": frac}
 
     def reward_from_terms(self, terms: torch.Tensor, terminated: torch.Tensor) -> torch.Tensor:
         """The reward of steps whose unweighted terms are `terms` (..., len(reward_term_names))

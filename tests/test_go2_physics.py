@@ -359,3 +359,50 @@ def test_state_history_shows_the_actor_the_previous_periods_sensed_state():
     assert torch.equal(after[:, 0:3], before[:, 3:6])
     assert not torch.allclose(after[:, 3:6], before[:, 3:6])
     assert after.shape[-1] == two.contract().obs_dim
+
+
+# --- randomization curriculum ---------------------------------------------------------------
+def test_randomization_curriculum_widens_the_drawn_ranges_with_training():
+    """Start ranges at first (after `hold`), the config's at the end of `steps`, linear
+    between; the critic's terms stay scaled by the final ranges."""
+    cfg = {"randomization": {"joint_damping": [2.0, 2.5], "latency": [0.0, 0.04]},
+           "randomization_curriculum": {"start": {"joint_damping": [0.0, 0.0],
+                                                  "latency": [0.0, 0.0]},
+                                        "steps": 1000, "hold": 200}}
+    env = make_env("go2-flat", num_envs=16, seed=2, config=cfg)
+    assert env.has_curriculum and not env.has_reward_curriculum
+    ids = torch.arange(16)
+
+    def drawn_at(env_steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        progress = env.set_training_progress(env_steps)
+        env.reset_envs(ids)
+        return progress["randomization"], env.joint_damping.clone()
+
+    frac, damping = drawn_at(0)
+    assert frac == 0.0 and damping.abs().max() == 0.0
+    assert env.actuators.latency.abs().max() == 0.0
+    frac, damping = drawn_at(700)  # halfway: [1.0, 1.25]
+    assert frac == pytest.approx(0.5)
+    assert damping.min() >= 1.0 - 1e-9 and damping.max() <= 1.25 + 1e-9
+    frac, damping = drawn_at(10_000)
+    assert frac == 1.0 and damping.min() >= 2.0 - 1e-9 and damping.max() <= 2.5 + 1e-9
+    assert env.actuators.latency.max() > 0.02
+    terms = env.privileged_terms()["joint_damping"]
+    torch.testing.assert_close(terms, (env.joint_damping / 0.25 - 9).float())  # (x-2.25)/0.25
+
+
+@pytest.mark.parametrize("start, message", [
+    ({"push_velocity": [0.0, 0.1]}, "'push_velocity' is not a randomization range"),
+    ({"latency": [0.02, 0.0]}, "randomization_curriculum.start.latency: low 0.02 > high 0.0"),
+])
+def test_randomization_curriculum_refuses_what_it_cannot_widen(start, message):
+    with pytest.raises(ValueError, match=message):
+        make_env("go2-flat", num_envs=1, seed=0,
+                 config={"randomization_curriculum": {"start": start, "steps": 10}})
+
+
+def test_evaluation_drops_the_randomization_curriculum():
+    from simreal.api import evaluation_config
+    cfg = {"randomization_curriculum": {"start": {"latency": [0.0, 0.0]}, "steps": 10},
+           "randomization": {"latency": [0.0, 0.04]}}
+    assert evaluation_config("go2-flat", cfg) == {"randomization": {"latency": [0.0, 0.04]}}

@@ -37,15 +37,15 @@ def test_the_weights_move_linearly_from_start_to_the_tasks():
     def weight(name: str) -> float:
         return float(env.reward_weights[names.index(name)])
 
-    assert env.set_training_progress(100) == 0.0  # held at the start
+    assert env.set_training_progress(100) == {"reward": 0.0}  # held at the start
     assert weight("tilt") == 0.0 and weight("position") == 4.0 and weight("crash") == end["crash"]
-    assert env.set_training_progress(700) == pytest.approx(0.5)
+    assert env.set_training_progress(700)["reward"] == pytest.approx(0.5)
     assert weight("tilt") == pytest.approx(end["tilt"] / 2)
     assert weight("position") == pytest.approx((4.0 + end["position"]) / 2)
-    assert env.set_training_progress(5000) == 1.0
+    assert env.set_training_progress(5000) == {"reward": 1.0}
     assert weight("action_rate") == pytest.approx(end["action_rate"])
     plain = make_env("quadrotor-hover", 2, 0)
-    assert not plain.has_reward_curriculum and plain.set_training_progress(0) == 1.0
+    assert not plain.has_reward_curriculum and plain.set_training_progress(0) == {}
 
 
 def _paired_rollout(steps: int = 120, envs: int = 12):

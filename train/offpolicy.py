@@ -406,8 +406,7 @@ class OffPolicyRunner:
             stats["updates_per_s"] = updates / elapsed
             stats["mean_reward"] = (float(distributed.mean(self._reward_sum))
                                     / cfg.steps_per_iteration)
-            if curriculum is not None:
-                stats["curriculum/reward"] = curriculum
+            stats.update({f"curriculum/{name}": frac for name, frac in curriculum.items()})
             for key, value in episode_log.means().items():
                 stats[key.lstrip("/")] = value
             if end_iteration(self, bar, stats, steps, callback):

@@ -36,11 +36,12 @@ def check_finite(runner: Any, stats: dict[str, float]) -> None:
                                f"stopped{where}")
 
 
-def set_training_progress(env: Any, env_steps: int) -> float | None:
-    """Tell the env how far training is (its reward curriculum follows it); the curriculum's
-    progress (0 to 1), or None for an env without one (another framework's VecEnv)."""
-    if not getattr(env, "has_reward_curriculum", False):
-        return None
+def set_training_progress(env: Any, env_steps: int) -> dict[str, float]:
+    """Tell the env how far training is (its curricula follow it); the progress (0 to 1) of
+    each of its curricula by name, for the log as `curriculum/<name>`: empty for an env
+    without one (another framework's VecEnv)."""
+    if not getattr(env, "has_curriculum", False):
+        return {}
     return env.set_training_progress(env_steps)
 
 

@@ -118,8 +118,7 @@ class OnPolicyRunner:
             elapsed = time.perf_counter() - start
             self.wall_s += elapsed
             stats["steps_per_s"] = steps / elapsed
-            if curriculum is not None:
-                stats["curriculum/reward"] = curriculum
+            stats.update({f"curriculum/{name}": frac for name, frac in curriculum.items()})
             if end_iteration(self, bar, stats, steps, callback):
                 break
         bar.close()

@@ -29,9 +29,10 @@ and softness (solimp along robot.yaml's stiff-to-soft segment), trunk mass and C
 links' masses (inertias scaled with them) and CoMs, joint damping (0-2.5 N m s/rad),
 frictionloss (0-0.3 N m) and armature, motor strength, kp and kd, joint (encoder) offsets,
 command latency (0-40 ms), observation age (0-40 ms), IMU biases; per step: observation noise;
-every `push_interval_s`: a random push (a change of the trunk's horizontal velocity). The
-model fields are written per env (both backends) and MuJoCo's derived constants recomputed
-for the reset envs only (set_const). The ranges of the robot's uncertain physics come from
+every `push_interval_s`: a random push (a change of the trunk's horizontal velocity). A
+`randomization_curriculum` (training only) widens named ranges from narrow start ranges to
+the config's as training goes on. The model fields are written per env (both backends) and
+MuJoCo's derived constants recomputed for the reset envs only (set_const). The ranges of the robot's uncertain physics come from
 robot.yaml's `physics` unless the config gives them; a robot without them keeps its MJCF's
 values (the task checks those equal robot.yaml's nominals, naming a disagreeing field).
 
@@ -46,7 +47,7 @@ from typing import Any
 
 import mujoco
 import torch
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from simreal.core.config import StrictModel
 from simreal.core.spatial import GRAVITY, quat_mul, quat_to_matrix, wrap_angle, yaw_of
@@ -55,7 +56,7 @@ from simreal.robots import Robot
 from simreal.sim.actuators import PDActuators, check_physics
 from simreal.sim.delays import SensorHistory
 from simreal.sim.rewards import State, action_rate
-from simreal.sim.vec_env import NoiseStd, TaskConfig, VecEnv, Weights
+from simreal.sim.vec_env import Curriculum, NoiseStd, TaskConfig, VecEnv, Weights
 
 # what `simreal train go2-flat` uses unless told otherwise. Measured on 2 cores, seed 0: PPO
 # walks (lin_vel_error 0.145 m/s, 1% falls over 100 20 s episodes) after 8.7M steps (693 s),
@@ -184,6 +185,21 @@ REWARDS = {
 }
 
 
+# the fields of RandomizationConfig that are ranges, which a curriculum may narrow
+RANGE_FIELDS = ("friction", "restitution", "softness", "added_mass", "link_mass_scale",
+                "joint_damping", "joint_frictionloss", "joint_armature", "motor_strength",
+                "kp_scale", "kd_scale", "latency", "observation_age")
+
+
+class RandomizationCurriculum(Curriculum):
+    """Training draws the named randomization ranges from `start` at first (say, narrow ones
+    around the nominal robot, where walking is learnt quickly), then widens them linearly to
+    the config's (robot.yaml's where the config gives None). The critic's terms stay scaled
+    by the final ranges, so their meaning does not move."""
+
+    start: dict[str, Range]
+
+
 class LeggedConfig(TaskConfig):
     episode_s: float = 20.0
     tilt_limit_deg: float = 60.0
@@ -200,6 +216,8 @@ class LeggedConfig(TaskConfig):
     commands: CommandConfig = CommandConfig()
     init: InitConfig = InitConfig()
     randomization: RandomizationConfig = RandomizationConfig()
+    randomization_curriculum: RandomizationCurriculum | None = Field(
+        None, json_schema_extra={"train_only": True})
     # sensor noise the actor sees: rad/s, quaternion components (renormalized), rad, rad/s
     noise: NoiseStd = {"angular_velocity": 0.1, "orientation": 0.02, "joint_pos": 0.01,
                        "joint_vel": 0.75}
@@ -210,6 +228,18 @@ class LeggedConfig(TaskConfig):
                         "feet_air_time": 0.25, "collision": -1.0, "joint_limits": -10.0}
     reward_params: LeggedRewardParams = LeggedRewardParams()
     foot_scan: float = Field(0.1, gt=0)  # m: heights at +-this around each foot (critic)
+
+    @model_validator(mode="after")
+    def _curriculum_names_ranges(self) -> LeggedConfig:
+        if self.randomization_curriculum is not None:
+            for name, (low, high) in self.randomization_curriculum.start.items():
+                if name not in RANGE_FIELDS:
+                    raise ValueError(f"randomization_curriculum.start: {name!r} is not a "
+                                     f"randomization range (known: {', '.join(RANGE_FIELDS)})")
+                if low > high:
+                    raise ValueError(f"randomization_curriculum.start.{name}: low {low} > "
+                                     f"high {high}")
+        return self
 
 
 def _damping_ratio(restitution: torch.Tensor) -> torch.Tensor:
@@ -362,12 +392,19 @@ class LeggedVelocity(VecEnv):
             p = getattr(phys, "foot_friction" if name == "friction" else name)
             return tuple(p.range) if p is not None else fallback
 
+        own = {"friction": (0.3, 1.5), "joint_damping": None, "joint_frictionloss": None,
+               "joint_armature": None}  # robot.yaml's physics, else these
         self._ranges: dict[str, Range | None] = {
-            "friction": resolve("friction", (0.3, 1.5)),
-            "joint_damping": resolve("joint_damping"),
-            "joint_frictionloss": resolve("joint_frictionloss"),
-            "joint_armature": resolve("joint_armature"),
-        }
+            name: resolve(name, own[name]) if name in own else tuple(getattr(rnd, name))
+            for name in RANGE_FIELDS}
+        # a randomization curriculum's start ranges, and how far training has widened them
+        curriculum = self.cfg.randomization_curriculum
+        self._range_start = dict(curriculum.start) if curriculum else {}
+        for name in self._range_start:
+            if self._ranges[name] is None:
+                raise ValueError(f"randomization_curriculum.start.{name}: {self.robot.name}'s "
+                                 f"robot.yaml has no physics.{name}, so it is not randomized")
+        self._range_progress = 0.0 if curriculum else 1.0
         # contact softness: solimp along robot.yaml's segment, on the ground and robot geoms
         self.geom_solimp = b.model_field("geom_solimp") if phys.foot_solimp else None
         if phys.foot_solimp is not None:
@@ -766,35 +803,56 @@ class LeggedVelocity(VecEnv):
         self.end_episodes(ids[ended], stats)
         return stats
 
+    def set_training_progress(self, env_steps: int) -> dict[str, float]:
+        progress = super().set_training_progress(env_steps)
+        if self.cfg.randomization_curriculum is not None:
+            self._range_progress = self.cfg.randomization_curriculum.fraction(env_steps)
+            progress["randomization"] = self._range_progress
+        return progress
+
+    @property
+    def has_curriculum(self) -> bool:
+        return super().has_curriculum or self.cfg.randomization_curriculum is not None
+
+    def draw_range(self, name: str) -> Range:
+        """The range episodes now draw `name` from: the config's, or under a randomization
+        curriculum its start range widened by training's progress so far."""
+        end = self._ranges[name]
+        start = self._range_start.get(name)
+        if start is None:
+            return end
+        t = self._range_progress
+        return (start[0] + t * (end[0] - start[0]), start[1] + t * (end[1] - start[1]))
+
     def _randomize(self, ids: torch.Tensor) -> None:
         rnd, g, n = self.cfg.randomization, self.generator, len(ids)
-        a, r, nj = self.actuators, self._ranges, self.num_actions
+        a, r, nj, d = self.actuators, self._ranges, self.num_actions, self.draw_range
         if not rnd.enabled:
             return
 
         def u(low: float, high: float, *shape: int) -> torch.Tensor:
             return low + (high - low) * torch.rand(n, *shape, generator=g)
 
-        self.friction[ids] = u(*r["friction"])
-        self.restitution[ids] = u(*rnd.restitution)
+        self.friction[ids] = u(*d("friction"))
+        self.restitution[ids] = u(*d("restitution"))
         if self.geom_solimp is not None:
-            self.softness[ids] = u(*rnd.softness)
-        self.added_mass[ids] = u(*rnd.added_mass)
+            self.softness[ids] = u(*d("softness"))
+        self.added_mass[ids] = u(*d("added_mass"))
         self.com_offset[ids] = u(-rnd.com_offset, rnd.com_offset, 3)
         nl = len(self._links)
-        self.link_mass_scale[ids] = u(*rnd.link_mass_scale, nl)
+        self.link_mass_scale[ids] = u(*d("link_mass_scale"), nl)
         self.link_com_offset[ids] = u(-rnd.link_com_offset, rnd.link_com_offset, nl, 3)
         for name in ("joint_damping", "joint_frictionloss", "joint_armature"):
             if r[name] is not None:
-                getattr(self, name)[ids] = u(*r[name], nj).double()
+                getattr(self, name)[ids] = u(*d(name), nj).double()
         self.joint_offset[ids] = u(-rnd.joint_offset, rnd.joint_offset, nj)
-        a.strength[ids] = u(*rnd.motor_strength, nj).double()
-        a.kp_scale[ids] = u(*rnd.kp_scale, nj).double()
-        a.kd_scale[ids] = u(*rnd.kd_scale, nj).double()
+        a.strength[ids] = u(*d("motor_strength"), nj).double()
+        a.kp_scale[ids] = u(*d("kp_scale"), nj).double()
+        a.kd_scale[ids] = u(*d("kd_scale"), nj).double()
         a.offset[ids] = self.joint_offset[ids].double()
-        a.latency[ids] = u(*rnd.latency).double().clamp(max=a.max_latency)
+        a.latency[ids] = u(*d("latency")).double().clamp(max=a.max_latency)
         if self._history is not None:
-            steps = torch.round(u(*rnd.observation_age) / self.physics_dt).long()
+            steps = torch.round(u(*d("observation_age")) / self.physics_dt).long()
             self.obs_age[ids] = steps.clamp(0, self._history.max_age_steps)
         self.gyro_bias[ids] = u(-rnd.gyro_bias, rnd.gyro_bias, 3)
         self.accel_bias[ids] = u(-rnd.accel_bias, rnd.accel_bias, 3)

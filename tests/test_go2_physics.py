@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from simreal.api import make_env
+from simreal.api import evaluation_config, make_env, train
 from simreal.robots import RobotError, load_robot_dir
 from simreal.robots.registry import get_robot
 from simreal.sim.actuators import PhysicsMismatch
@@ -402,7 +403,16 @@ def test_randomization_curriculum_refuses_what_it_cannot_widen(start, message):
 
 
 def test_evaluation_drops_the_randomization_curriculum():
-    from simreal.api import evaluation_config
     cfg = {"randomization_curriculum": {"start": {"latency": [0.0, 0.0]}, "steps": 10},
            "randomization": {"latency": [0.0, 0.04]}}
     assert evaluation_config("go2-flat", cfg) == {"randomization": {"latency": [0.0, 0.04]}}
+
+
+def test_training_logs_the_randomization_curriculum(tmp_path):
+    cfg = {"episode_s": 2.0, "randomization_curriculum": {
+        "start": {"joint_damping": [0.0, 0.5]}, "steps": 100}}
+    train("go2-flat", algo="ppo", envs=4, steps=80, seed=0, out=tmp_path / "run",
+          eval_episodes=1, progress=False, algo_config={"steps_per_env": 5}, task_config=cfg)
+    events = EventAccumulator(str(tmp_path / "run")).Reload()
+    progress = [e.value for e in events.Scalars("curriculum/randomization")]
+    assert progress == pytest.approx([0.0, 0.2, 0.4, 0.6])  # at each 20-step iteration's start

@@ -11,7 +11,8 @@ Tables (each: vx 0.3, 0.5, 1.0, -0.5; vy +-0.3; wz +-0.5, held 20 s from a stand
   cones, soft feet and knee limit);
 - perturbations, sim2sim model edits of the robot's own MJCF (they work on any MJCF):
   friction 0.3 and 1.5, latency 40 ms, strength 0.8, mass x0.8 and x1.2 (every robot body),
-  joint damping 0 and 2.5.
+  joint damping 0 and 2.5;
+- one table per `--mjcf` file: sim2sim on another MJCF of the robot, named by its stem.
 
 Each sim2sim table gets `relative_success`: its success rate (episodes that stood for the
 whole episode and met their row's target: lin_vel_error < 0.1 m/s, ang_vel_error < 0.15 rad/s
@@ -19,7 +20,7 @@ for yaw rows) over `sim2sim_nominal`'s, against the target of at least 0.9 (null
 nominal succeeds in no episode).
 
     python bench/transfer_go2.py POLICY.onnx [--robot go2] [--episodes 10] [--episode-s 20]
-        [--only hard friction_0.3 ...] [--out transfer_go2]
+        [--only hard friction_0.3 ...] [--mjcf OTHER.xml ...] [--jobs 2] [--out transfer_go2]
 
 Writes bench/results/<out>.json (bench/_common.py).
 """
@@ -29,6 +30,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
 
 from _common import write_result
 
@@ -51,6 +54,15 @@ def _brief(table: dict) -> dict:
     return {k: table[k] for k in keep if k in table}
 
 
+def _table(fn: str, kwargs: dict) -> tuple[dict, float]:
+    """One table (api.<fn>(**kwargs)), in a worker process, and the seconds it took."""
+    from simreal import api
+
+    t0 = time.perf_counter()
+    table = _brief(getattr(api, fn)(**kwargs))
+    return table, round(time.perf_counter() - t0, 1)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("policy", help="the go2-flat ONNX policy")
@@ -60,35 +72,46 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0, help="random seed")
     p.add_argument("--only", nargs="*", help="tables to run (nominal, sim2sim_nominal, hard, "
                    "or perturbation names); default all")
+    p.add_argument("--mjcf", nargs="*", default=[], metavar="FILE",
+                   help="other MJCFs of the robot, a sim2sim table each (named by the file's "
+                   "stem; tests/assets/go2_other.xml, say)")
+    p.add_argument("--jobs", type=int, default=1, help="tables run at once (processes)")
     p.add_argument("--out", default="transfer_go2", help="result name under bench/results/")
     args = p.parse_args()
 
-    from simreal import api
     from simreal.robots.registry import get_robot
 
     robot = get_robot(args.robot)
     wanted = set(args.only) if args.only else None
     common = {"episodes": args.episodes, "seed": args.seed, "episode_s": args.episode_s}
+    s2s = {"policy": args.policy, "robot": args.robot, **common}
+    jobs: dict[str, tuple[str, dict]] = {  # table -> (api function, its arguments)
+        "nominal": ("evaluate_tracking", {"policy": args.policy, "task": "go2-flat",
+                                          "robot": args.robot, **common}),
+        "sim2sim_nominal": ("sim2sim", {"mjcf": robot.mjcf_path, **s2s}),
+        "hard": ("sim2sim", {"variant": "hard", **s2s}),
+    }
+    for name, edits in PERTURBATIONS.items():
+        jobs[name] = ("sim2sim", {"mjcf": robot.mjcf_path, "perturb": edits, **s2s})
+    for other in args.mjcf:
+        jobs[Path(other).stem] = ("sim2sim", {"mjcf": other, **s2s})
+        if wanted is not None:
+            wanted.add(Path(other).stem)  # asked for by --mjcf
+    jobs = {k: v for k, v in jobs.items() if wanted is None or k in wanted}
+
     tables: dict[str, dict] = {}
     seconds: dict[str, float] = {}
-
-    def run(name: str, fn, **kw) -> None:
-        if wanted is not None and name not in wanted:
-            return
-        t0 = time.perf_counter()
-        tables[name] = _brief(fn(**kw))
-        seconds[name] = round(time.perf_counter() - t0, 1)
-        print(f"{name}: success {tables[name]['success_rate']:.2f}, "
-              f"tracking_ok {tables[name]['tracking_ok']} ({seconds[name]} s)",
-              file=sys.stderr, flush=True)
-
-    run("nominal", api.evaluate_tracking, policy=args.policy, task="go2-flat",
-        robot=args.robot, **common)
-    s2s = {"policy": args.policy, "robot": args.robot, **common}
-    run("sim2sim_nominal", api.sim2sim, mjcf=robot.mjcf_path, **s2s)
-    run("hard", api.sim2sim, variant="hard", **s2s)
-    for name, edits in PERTURBATIONS.items():
-        run(name, api.sim2sim, mjcf=robot.mjcf_path, perturb=edits, **s2s)
+    # tables are independent: one process each, `--jobs` at a time (each runs on one thread)
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(_table, fn, kw): name for name, (fn, kw) in jobs.items()}
+        for future in as_completed(futures):
+            name = futures[future]
+            tables[name], seconds[name] = future.result()
+            print(f"{name}: success {tables[name]['success_rate']:.2f}, "
+                  f"tracking_ok {tables[name]['tracking_ok']} ({seconds[name]} s)",
+                  file=sys.stderr, flush=True)
+    tables = {name: tables[name] for name in jobs}  # the docstring's order
+    seconds = {name: seconds[name] for name in jobs}
 
     base = tables.get("sim2sim_nominal", {}).get("success_rate")
     relative = {}

@@ -32,9 +32,10 @@ command latency (0-40 ms), observation age (0-40 ms), IMU biases; per step: obse
 every `push_interval_s`: a random push (a change of the trunk's horizontal velocity). A
 `randomization_curriculum` (training only) widens named ranges from narrow start ranges to
 the config's as training goes on. The model fields are written per env (both backends) and
-MuJoCo's derived constants recomputed for the reset envs only (set_const). The ranges of the robot's uncertain physics come from
-robot.yaml's `physics` unless the config gives them; a robot without them keeps its MJCF's
-values (the task checks those equal robot.yaml's nominals, naming a disagreeing field).
+MuJoCo's derived constants recomputed for the reset envs only (set_const). The ranges of the
+robot's uncertain physics come from robot.yaml's `physics` unless the config gives them; a
+robot without them keeps its MJCF's values (the task checks those equal robot.yaml's
+nominals, naming a disagreeing field).
 
 Torch work per control step is a fixed, small set of batched ops on preallocated buffers: one
 float32 copy of sensordata, views into it, and no host syncs but the resample/reset checks.

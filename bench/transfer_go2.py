@@ -20,7 +20,8 @@ for yaw rows) over `sim2sim_nominal`'s, against the target of at least 0.9 (null
 nominal succeeds in no episode).
 
     python bench/transfer_go2.py POLICY.onnx [--robot go2] [--episodes 10] [--episode-s 20]
-        [--only hard friction_0.3 ...] [--mjcf OTHER.xml ...] [--jobs 2] [--out transfer_go2]
+        [--only hard friction_0.3 ...] [--mjcf OTHER.xml ...] [--task-config RUN/config.yaml]
+        [--jobs 2] [--out transfer_go2]
 
 Writes bench/results/<out>.json (bench/_common.py).
 """
@@ -75,10 +76,14 @@ def main() -> int:
     p.add_argument("--mjcf", nargs="*", default=[], metavar="FILE",
                    help="other MJCFs of the robot, a sim2sim table each (named by the file's "
                    "stem; tests/assets/go2_other.xml, say)")
+    p.add_argument("--task-config", metavar="YAML",
+                   help="the run's task settings (RUN_DIR/config.yaml) for the nominal table: "
+                        "needed by a policy trained with history options")
     p.add_argument("--jobs", type=int, default=1, help="tables run at once (processes)")
     p.add_argument("--out", default="transfer_go2", help="result name under bench/results/")
     args = p.parse_args()
 
+    from simreal.api import load_task_config
     from simreal.robots.registry import get_robot
 
     robot = get_robot(args.robot)
@@ -87,7 +92,9 @@ def main() -> int:
     s2s = {"policy": args.policy, "robot": args.robot, **common}
     jobs: dict[str, tuple[str, dict]] = {  # table -> (api function, its arguments)
         "nominal": ("evaluate_tracking", {"policy": args.policy, "task": "go2-flat",
-                                          "robot": args.robot, **common}),
+                                          "robot": args.robot, **common,
+                                          "task_config": load_task_config(args.task_config)
+                                          if args.task_config else None}),
         "sim2sim_nominal": ("sim2sim", {"mjcf": robot.mjcf_path, **s2s}),
         "hard": ("sim2sim", {"variant": "hard", **s2s}),
     }

@@ -129,11 +129,14 @@ def command_targets(command: Sequence[float]) -> dict[str, float]:
 
 
 def tracking_row(command: Sequence[float], lin_err: np.ndarray, ang_err: np.ndarray,
-                 valid: np.ndarray, fell: np.ndarray, settle_steps: int) -> dict[str, Any]:
+                 valid: np.ndarray, fell: np.ndarray, settle_steps: int,
+                 velocity: np.ndarray) -> dict[str, Any]:
     """One row of the table from (T, N) per-step errors (m/s, rad/s) of N episodes, `valid`
-    where an episode was still standing after that step, `fell` (N,) which ended early.
-    Errors are means over every episode's steps after `settle_steps`. An episode succeeds when
-    it stands to the end and its own errors meet the row's targets."""
+    where an episode was still standing after that step, `fell` (N,) which ended early, and
+    the (T, N, 3) measured velocities (forward, lateral m/s in the base frame; yaw rate rad/s).
+    Errors and `velocity` are means over every episode's steps after `settle_steps` (the
+    velocity says which way an error goes: too slow, too fast, drifting). An episode succeeds
+    when it stands to the end and its own errors meet the row's targets."""
     settled = valid.copy()
     settled[:settle_steps] = False
     count = settled.sum(0)
@@ -148,7 +151,9 @@ def tracking_row(command: Sequence[float], lin_err: np.ndarray, ang_err: np.ndar
     for key, target in targets.items():
         success &= per_episode[key] < target
     row = {"command": [float(c) for c in command], "lin_vel_error": mean(lin_err),
-           "ang_vel_error": mean(ang_err), "falls": int(fell.sum()), "episodes": len(fell),
+           "ang_vel_error": mean(ang_err),
+           "velocity": [mean(velocity[..., k]) for k in range(3)],
+           "falls": int(fell.sum()), "episodes": len(fell),
            "success_rate": float(success.mean())}
     row["ok"] = row["falls"] == 0 and all(
         math.isfinite(row[k]) and row[k] < t for k, t in targets.items())
@@ -177,7 +182,7 @@ def track_command(env: Any, policy: OnnxPolicy, command: Sequence[float],
     runner.reset()
     active = torch.ones(n, dtype=torch.bool)
     fell = torch.zeros(n, dtype=torch.bool)
-    lin, ang, valid = [], [], []
+    lin, ang, vel, valid = [], [], [], []
     for _ in range(horizon):
         signals = {k: v.numpy() for k, v in env.noisy_signals().items() if k != "last_action"}
         action, _ = runner.act(signals)
@@ -187,11 +192,13 @@ def track_command(env: Any, policy: OnnxPolicy, command: Sequence[float],
         fell |= fall_now
         lin.append(m["lin_vel_error"].clone())
         ang.append(m["ang_vel_error"].clone())
+        vel.append(m["velocity"].clone())
         valid.append(active & ~fall_now)
         active &= ~done
         if not active.any():
             break
     settle_steps = round(settle_s * env.robot.spec.control.rate_hz)
     return tracking_row(command, torch.stack(lin).numpy(), torch.stack(ang).numpy(),
-                        torch.stack(valid).numpy(), fell.numpy(), settle_steps)
+                        torch.stack(valid).numpy(), fell.numpy(), settle_steps,
+                        torch.stack(vel).numpy())
 

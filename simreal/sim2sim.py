@@ -403,6 +403,7 @@ class Episodes:
         lin = np.zeros((horizon, n))
         ang = np.zeros((horizon, n))
         valid = np.zeros((horizon, n), dtype=bool)
+        vel = np.zeros((horizon, n, 3))  # measured vx, vy (base frame), yaw rate
         quat, gyro = np.zeros((n, 4)), np.zeros((n, 3))
         jpos, jvel = np.zeros((n, nj)), np.zeros((n, nj))
         effort = np.zeros((n, nj))
@@ -432,6 +433,7 @@ class Episodes:
                 w_body = d.qvel[self.dof0 + 3:self.dof0 + 6]
                 lin[t, i] = np.linalg.norm(cmd[i, :2] - v_body[:2])
                 ang[t, i] = abs(cmd[i, 2] - w_body[2])
+                vel[t, i] = v_body[0], v_body[1], w_body[2]
                 if self._fallen(d):
                     fell[i] = True
                     active[i] = False
@@ -440,7 +442,7 @@ class Episodes:
             if not active.any():
                 break
         settle_steps = round(settle_s * self.rate)
-        return tracking_row(command, lin, ang, valid, fell, settle_steps)
+        return tracking_row(command, lin, ang, valid, fell, settle_steps, vel)
 
     def _noisy(self, s: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         out = {}

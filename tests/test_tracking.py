@@ -6,6 +6,7 @@ on 7 of the 8 rows (docs/SIM2SIM.md)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,11 @@ def _check_table(result: dict, commands: list, episodes: int) -> None:
         assert 0 <= row["falls"] <= episodes
         for key in ("lin_vel_error", "ang_vel_error"):
             assert row[key] is None or row[key] >= 0
+        if row["lin_vel_error"] is not None and not math.isnan(row["lin_vel_error"]):
+            # the mean velocity's miss is at most the mean miss (triangle inequality)
+            (vx, vy, wz), (cx, cy, cz) = row["velocity"], row["command"]
+            assert math.hypot(cx - vx, cy - vy) <= row["lin_vel_error"] + 1e-6, row
+            assert abs(cz - wz) <= row["ang_vel_error"] + 1e-6, row
     assert result["tracking_ok"] == all(r["ok"] for r in rows)
 
 
@@ -97,13 +103,19 @@ def test_row_targets_and_falls():
     lin = np.full((t, n), 0.05)
     ang = np.full((t, n), 0.5)
     valid = np.ones((t, n), dtype=bool)
-    row = tracking_row((0.5, 0, 0), lin, ang, valid, np.zeros(n, dtype=bool), 2)
+    vel = np.zeros((t, n, 3))
+    vel[:2] = 9.0  # the settle's steps: left out of every mean
+    vel[2:, :, 0] = 0.45
+    vel[2:, 1, 1] = 0.1  # the second episode drifts sideways
+    row = tracking_row((0.5, 0, 0), lin, ang, valid, np.zeros(n, dtype=bool), 2, vel)
     assert row["ok"] and row["success_rate"] == 1.0  # a linear row ignores the yaw error
-    row = tracking_row((0, 0, 0.5), lin, ang, valid, np.zeros(n, dtype=bool), 2)
+    assert np.allclose(row["velocity"], [0.45, 0.05, 0.0])  # signed: slower than commanded
+    row = tracking_row((0, 0, 0.5), lin, ang, valid, np.zeros(n, dtype=bool), 2, vel)
     assert not row["ok"] and row["success_rate"] == 0.0
     valid[5:, 1] = False
-    row = tracking_row((0.5, 0, 0), lin, ang, valid, np.array([False, True]), 2)
+    row = tracking_row((0.5, 0, 0), lin, ang, valid, np.array([False, True]), 2, vel)
     assert row["falls"] == 1 and not row["ok"] and row["success_rate"] == 0.5
+    assert np.allclose(row["velocity"], [0.45, 0.3 / 11, 0.0])  # the fallen steps left out
     assert command_targets((0, 0, 0)) == {"lin_vel_error": 0.1}
 
 

@@ -667,7 +667,8 @@ class LeggedVelocity(VecEnv):
         xy = pos[:, :2]
         # what step_metrics() turns into this step's metrics, only when asked (evaluation)
         self._metric_inputs = (lin_err, state["yaw_rate_error"], settled, terminated, xy,
-                               self.prev_xy, state["joint_effort"])
+                               self.prev_xy, state["joint_effort"], state["base_lin_vel"],
+                               state["angular_velocity"])
         self._metrics = None
         self.prev_xy = xy.clone()
 
@@ -713,12 +714,16 @@ class LeggedVelocity(VecEnv):
         if self._metrics is None:
             if self._metric_inputs is None:
                 return {}
-            lin_err, yaw_err, settled, fell, xy, prev_xy, torque = self._metric_inputs
+            lin_err, yaw_err, settled, fell, xy, prev_xy, torque, v, omega = \
+                self._metric_inputs
             self._metrics = {
                 "lin_vel_error": lin_err, "ang_vel_error": yaw_err.abs(),
                 "settled": settled.float(), "fell": fell.float(),
                 "distance": torch.linalg.vector_norm(xy - prev_xy, dim=-1),
                 "torque": torque.abs().mean(-1),
+                # measured forward, lateral (m/s, base frame) and yaw rate (rad/s): the
+                # tracking table's signed velocities
+                "velocity": torch.cat([v[:, :2], omega[:, 2:3]], -1),
             }
         return self._metrics
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from simreal.core.config import FrozenModel, describe
 from simreal.robots import Robot
@@ -25,6 +25,33 @@ class ContractError(ValueError):
 _Strict = FrozenModel  # unknown keys and non-finite numbers (a NaN offset) are refused
 
 
+class LegChain(_Strict):
+    """One leg for leg odometry (robots/legs.py): its hinge joints from the base down (columns
+    in policy order; origin in the parent's frame, m; unit axis; frames parallel to the base's
+    at zero angles) and its foot sphere (centre in the last joint's frame, m; radius, m)."""
+
+    joints: list[int] = Field(min_length=1)
+    origins: list[tuple[float, float, float]]
+    axes: list[tuple[float, float, float]]
+    foot: tuple[float, float, float]
+    radius: float = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _one_per_joint(self) -> LegChain:
+        if not len(self.joints) == len(self.origins) == len(self.axes):
+            raise ValueError(f"a leg needs one origin and one axis per joint: {len(self.joints)}"
+                             f" joints, {len(self.origins)} origins, {len(self.axes)} axes")
+        return self
+
+
+class LegModel(_Strict):
+    """The legs a leg-odometry term computes with; `stance_sigma` (m): a foot that much above
+    the lowest counts e^-1 as much in the stance average."""
+
+    chains: list[LegChain] = Field(min_length=1)
+    stance_sigma: float = Field(gt=0)
+
+
 class ObsTerm(_Strict):
     name: str
     dim: int = Field(gt=0)
@@ -35,6 +62,9 @@ class ObsTerm(_Strict):
     # period I <- I * exp(-dt / tau) + dt * scale * value, clipped to +-clip, zero at reset
     # (integral action: a steady offset, e.g. from wind or a heavier battery, accumulates)
     integral_time_constant_s: float | None = Field(default=None, gt=0)
+    # the legs of a leg-odometry term (leg_odometry_velocity), from the training simulator's
+    # model: the deploy runtime computes the term with them, without the MJCF
+    legs: LegModel | None = None
 
 
 class ActionSpec(_Strict):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -33,7 +34,14 @@ class ObservationBuilder:
         integral = [t.name for t in terms if t.integral_time_constant_s is not None]
         if integral and not dt:
             raise ValueError(f"integral terms {integral} need the control period dt")
+        needs_legs = [t.name for t in terms if TERMS[t.name].legs and t.legs is None]
+        if needs_legs:
+            raise ValueError(f"observation terms {needs_legs} need the contract's leg model "
+                             "(`legs`)")
         self.terms = list(terms)
+        # each term's function of the signals, its leg model bound where it has one
+        self._fns = [partial(TERMS[t.name].fn, legs=t.legs) if TERMS[t.name].legs
+                     else TERMS[t.name].fn for t in self.terms]
         self.num_actions = num_actions
         self.dt = dt
         self._history: dict[str, Array] = {}
@@ -71,7 +79,7 @@ class ObservationBuilder:
             signals = perturb(signals)
         values = None
         if self._flat:
-            values = [TERMS[term.name].fn(signals) for term in self.terms]
+            values = [fn(signals) for fn in self._fns]
             if all(isinstance(v, np.ndarray) for v in values):
                 raw = np.concatenate(values, axis=-1)
                 scale = self._scale.astype(raw.dtype, copy=False)
@@ -79,7 +87,7 @@ class ObservationBuilder:
                 return np.minimum(np.maximum(raw * scale, -bound), bound)
         parts = []
         for i, term in enumerate(self.terms):  # (each term computed once)
-            value = values[i] if values is not None else TERMS[term.name].fn(signals)
+            value = values[i] if values is not None else self._fns[i](signals)
             if term.integral_time_constant_s is not None:
                 value = self._integrate(term, value * term.scale)
             elif isinstance(value, np.ndarray):  # numpy's own clip: the same math, ~10x

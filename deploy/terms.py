@@ -19,6 +19,7 @@ import numpy as np
 
 from simreal.core.spatial import namespace as _namespace
 from simreal.core.spatial import quat_to_matrix, rotate_inverse
+from simreal.robots.legs import leg_odometry_velocity
 
 Array = Any
 Signals = Mapping[str, Array]
@@ -64,11 +65,18 @@ def _object_rotation_matrix(s: Signals) -> Array:
 
 @dataclass(frozen=True)
 class Term:
-    """One named observation term: what it reads and how many numbers it gives."""
+    """One named observation term: what it reads and how many numbers it gives. A term with
+    `legs` is called as fn(signals, legs) with its contract entry's leg model."""
 
-    fn: Callable[[Signals], Array]
+    fn: Callable[..., Array]
     dim: int | str  # an int, or the name of a robot size ("actions")
     reads: tuple[str, ...]
+    legs: bool = False
+
+
+def _leg_odometry(s: Signals, legs: Any) -> Array:
+    return leg_odometry_velocity(legs, s["joint_pos"], s["joint_vel"], s["angular_velocity"],
+                                 s["orientation"])
 
 
 TERMS: dict[str, Term] = {
@@ -91,6 +99,11 @@ TERMS: dict[str, Term] = {
     "joint_pos_rel": Term(lambda s: s["joint_pos"] - s["default_joint_pos"], "actions",
                           ("joint_pos", "default_joint_pos")),
     "joint_vel": Term(lambda s: s["joint_vel"], "actions", ("joint_vel",)),
+    # legged robots: the trunk's velocity from the legs in stance (m/s, base frame;
+    # robots/legs.py), what a blind actor can close its speed loop on
+    "leg_odometry_velocity": Term(_leg_odometry, 3, ("joint_pos", "joint_vel",
+                                                    "angular_velocity", "orientation"),
+                                  legs=True),
     # (forward m/s, lateral m/s, yaw rate rad/s) in the base frame: cmd_vel on a robot
     "velocity_command": Term(lambda s: s["velocity_command"], 3, ("velocity_command",)),
     # arms: the tool pose (forward kinematics of the measured joints, robots/kinematics.py)

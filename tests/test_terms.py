@@ -34,6 +34,26 @@ def test_projected_gravity_of_level_and_upside_down():
     assert np.allclose(TERMS["projected_gravity"].fn({"orientation": flipped}), [0, 0, 1])
 
 
+def _legs(n: int):
+    """A leg model over n joints (legs of up to three hinge joints) for the legged terms."""
+    from simreal.deploy.contract import LegChain, LegModel
+
+    origins = [(0.19, -0.05, 0.0), (0.0, -0.1, 0.0), (0.0, 0.0, -0.21)]
+    axes = [(1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 1.0, 0.0)]
+    chains = []
+    for i in range(0, n, 3):
+        k = min(3, n - i)
+        chains.append(LegChain(joints=list(range(i, i + k)), origins=origins[:k],
+                               axes=axes[:k], foot=(0.0, 0.0, -0.21), radius=0.02))
+    return LegModel(chains=chains, stance_sigma=0.002)
+
+
+def call_term(name, sig, n):
+    """TERMS[name] on the signals (with a leg model over n joints where it takes one)."""
+    term = TERMS[name]
+    return term.fn(sig, legs=_legs(n)) if term.legs else term.fn(sig)
+
+
 @pytest.mark.parametrize("name", sorted(TERMS))
 def test_every_term_gives_the_same_numbers_on_numpy_and_torch(name):
     rng = np.random.default_rng(1)
@@ -48,8 +68,8 @@ def test_every_term_gives_the_same_numbers_on_numpy_and_torch(name):
         "target_orientation": _random_quats(8), "object_position": rng.normal(size=(8, 3)),
         "object_orientation": _random_quats(8), "lift_height": rng.normal(size=(8, 1)),
     }
-    a = TERMS[name].fn(sig)
-    b = TERMS[name].fn({k: torch.from_numpy(v) for k, v in sig.items()}).numpy()
+    a = call_term(name, sig, 4)
+    b = call_term(name, {k: torch.from_numpy(v) for k, v in sig.items()}, 4).numpy()
     # Same formula, two libraries: numpy and torch may pick different kernels (FMA or not,
     # another summation order), so float64 results agree to rounding, not bit for bit. Inputs
     # are O(1) and every term is a few products and sums: 1e-12 relative (~5000 ulp) is far

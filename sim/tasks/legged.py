@@ -55,7 +55,9 @@ from simreal.core.spatial import GRAVITY, quat_mul, quat_to_matrix, wrap_angle, 
 from simreal.deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
 from simreal.robots import Robot
 from simreal.sim.actuators import PDActuators, check_physics
+from simreal.sim.backend import compile_model
 from simreal.sim.delays import SensorHistory
+from simreal.sim.legs import leg_model
 from simreal.sim.rewards import State, action_rate
 from simreal.sim.vec_env import Curriculum, NoiseStd, TaskConfig, VecEnv, Weights
 
@@ -213,6 +215,11 @@ class LeggedConfig(TaskConfig):
     # actor sees: with more than one it can infer what it is not told (joint damping, contact
     # softness, latency) from how its recent commands played out, as an adaptation module would
     state_history: int = Field(default=1, ge=1)
+    # the actor also sees the trunk's velocity from leg odometry (robots/legs.py: the feet in
+    # stance, from the sensed joint states and IMU, as deploy computes it), low-passed with
+    # this time constant (s; the contract's leaky integral scaled by 1/tau is a first-order
+    # filter); None: not seen. A blind actor's speed is otherwise open-loop (docs/SIM2SIM.md)
+    leg_odometry_tau: float | None = Field(default=None, gt=0)
     success_lin_vel_error: float = 0.15  # m/s, for an episode's success (and no fall)
     commands: CommandConfig = CommandConfig()
     init: InitConfig = InitConfig()
@@ -272,6 +279,9 @@ class LeggedVelocity(VecEnv):
         self.num_feet = len(spec.feet)
         self.default_pos = torch.tensor([j.default for j in spec.joints])
         self.action_scale = float(spec.action_scale)
+        # the legs leg odometry computes with (the base class builds the terms)
+        self._legs = (leg_model(compile_model(robot.mjcf_path), robot)
+                      if cfg.leg_odometry_tau is not None else None)
         super().__init__(robot, cfg, num_envs, seed, backend=backend, device=device)
         self.backend = self.make_backend(robot.mjcf_path, nthread, model=self._build_model())
         b, n = self.backend, num_envs
@@ -457,7 +467,16 @@ class LeggedVelocity(VecEnv):
             ObsTerm(name="joint_vel", dim=self.num_actions, scale=0.05, clip=100.0, history=h),
             ObsTerm(name="last_action", dim=self.num_actions, clip=100.0,
                     history=self.cfg.action_history),
+            *self._odometry_terms(),
         ]
+
+    def _odometry_terms(self) -> list[ObsTerm]:
+        tau = self.cfg.leg_odometry_tau
+        if tau is None or self._legs is None:
+            return []
+        return [ObsTerm(name="leg_odometry_velocity", dim=3, scale=1.0 / tau, clip=5.0,
+                        history=self.cfg.state_history, integral_time_constant_s=tau,
+                        legs=self._legs)]
 
     def contract(self) -> PolicyContract:
         spec, c = self.robot.spec, self.cfg.commands

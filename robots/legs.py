@@ -23,19 +23,61 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from simreal.core.spatial import cross, namespace, quat_to_matrix
 
 Array = Any
 
 
-def _skew(xp: Any, a: tuple[float, float, float], like: Array) -> Array:
-    x, y, z = a
-    return xp.asarray([[0.0, -z, y], [z, 0.0, -x], [-y, x, 0.0]], dtype=like.dtype,
-                      device=getattr(like, "device", None))
+class _Tables:
+    """A leg model as arrays over (legs, joints), shorter legs padded with still joints
+    (column 0, masked out), so that each joint level is one batched step for all legs."""
+
+    def __init__(self, legs: Any):
+        n_legs, depth = len(legs.chains), max(len(c.joints) for c in legs.chains)
+        self.columns = np.zeros((n_legs, depth), dtype=np.int64)
+        self.mask = np.zeros((n_legs, depth))
+        self.origins = np.zeros((n_legs, depth, 3))
+        axes = np.tile([1.0, 0.0, 0.0], (n_legs, depth, 1))
+        for i, c in enumerate(legs.chains):
+            k = len(c.joints)
+            self.columns[i, :k], self.mask[i, :k] = c.joints, 1.0
+            self.origins[i, :k], axes[i, :k] = c.origins, c.axes
+        self.axes = axes
+        x, y, z = axes[..., 0], axes[..., 1], axes[..., 2]
+        zero = np.zeros_like(x)
+        self.skew = np.stack([np.stack([zero, -z, y], -1), np.stack([z, zero, -x], -1),
+                              np.stack([-y, x, zero], -1)], -2)  # (legs, depth, 3, 3)
+        self.skew2 = self.skew @ self.skew
+        self.foot = np.array([c.foot for c in legs.chains])
+        self.radius = np.array([c.radius for c in legs.chains])[:, None]
+        self.sigma = float(legs.stance_sigma)
+        self._cast: dict[tuple, tuple] = {}
+
+    def cast(self, xp: Any, like: Array) -> tuple:
+        """The constant arrays in like's namespace, dtype and device (made once each)."""
+        device = getattr(like, "device", None)
+        key = (xp.__name__, str(like.dtype), str(device))
+        if key not in self._cast:
+            self._cast[key] = tuple(
+                xp.asarray(a, dtype=like.dtype, device=device) if a.dtype != np.int64
+                else xp.asarray(a, device=device)
+                for a in (self.columns, self.mask, self.origins, self.axes, self.skew,
+                          self.skew2, self.foot, self.radius))
+        return self._cast[key]
 
 
-def _matvec(m: Array, v: Array) -> Array:
-    return (m @ v[..., None])[..., 0]
+_TABLES: dict[int, tuple[Any, _Tables]] = {}
+
+
+def _tables(legs: Any) -> _Tables:
+    hit = _TABLES.get(id(legs))
+    if hit is None or hit[0] is not legs:  # keyed by identity, the model kept alive with it
+        if len(_TABLES) > 64:
+            _TABLES.clear()
+        hit = _TABLES[id(legs)] = (legs, _Tables(legs))
+    return hit[1]
 
 
 def leg_odometry_velocity(legs: Any, joint_pos: Array, joint_vel: Array,
@@ -44,35 +86,37 @@ def leg_odometry_velocity(legs: Any, joint_pos: Array, joint_vel: Array,
     (..., n) in policy order, the gyro (..., 3, base frame) and the IMU quaternion (..., 4).
     `legs`: a LegModel (chains: joints, origins, axes, foot, radius; stance_sigma)."""
     xp = namespace(joint_pos, joint_vel, angular_velocity, orientation)
-    like = joint_pos
+    t = _tables(legs)
+    columns, mask, origins, axes, skew, skew2, foot, radius = t.cast(xp, joint_pos)
     down = -quat_to_matrix(orientation)[..., 2, :]  # gravity's direction in the base frame
-    shape = joint_pos.shape[:-1]
-    eye = xp.asarray([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], dtype=like.dtype,
-                     device=getattr(like, "device", None))
-    velocities, depths = [], []
-    for leg in legs.chains:
-        rot = xp.broadcast_to(eye, (*shape, 3, 3))
-        pos = xp.zeros((*shape, 3), dtype=like.dtype, device=getattr(like, "device", None))
-        pivots, rates = [], []  # each joint's position and axis x rate (base frame)
-        for col, origin, axis in zip(leg.joints, leg.origins, leg.axes, strict=True):
-            pos = pos + _matvec(rot, xp.asarray(origin, dtype=like.dtype,
-                                                device=getattr(like, "device", None)))
-            k = _skew(xp, axis, like)
-            world_axis = _matvec(rot, xp.asarray(axis, dtype=like.dtype,
-                                                 device=getattr(like, "device", None)))
-            pivots.append(pos)
-            rates.append(world_axis * joint_vel[..., col:col + 1])
-            q = joint_pos[..., col][..., None, None]
-            rot = rot @ (eye + xp.sin(q) * k + (1.0 - xp.cos(q)) * (k @ k))  # Rodrigues
-        centre = pos + _matvec(rot, xp.asarray(leg.foot, dtype=like.dtype,
-                                               device=getattr(like, "device", None)))
-        contact = centre + leg.radius * down
-        # the velocity of the foot's material point at the contact (relative to the trunk)
-        point_vel = sum((cross(xp, r, contact - p) for r, p in zip(rates, pivots, strict=True)),
-                        xp.zeros_like(contact))
-        velocities.append(-(cross(xp, angular_velocity, contact) + point_vel))
-        depths.append(xp.sum(contact * down, axis=-1))  # how far down along gravity
-    depth = xp.stack(depths, axis=-1)
-    weight = xp.exp((depth - xp.max(depth, axis=-1, keepdims=True)) / legs.stance_sigma)
-    vel = xp.stack(velocities, axis=-2)
+    q = xp.take(joint_pos, xp.reshape(columns, (-1,)), axis=-1)
+    dq = xp.take(joint_vel, xp.reshape(columns, (-1,)), axis=-1)
+    shape = (*joint_pos.shape[:-1], *columns.shape)
+    q, dq = xp.reshape(q, shape) * mask, xp.reshape(dq, shape) * mask  # (..., legs, depth)
+    sin, cos = xp.sin(q)[..., None, None], xp.cos(q)[..., None, None]
+    turn = skew * sin + skew2 * (1.0 - cos)  # Rodrigues, less the identity
+    rot = None  # each leg's frame after the joints so far (identity before the first)
+    pos = xp.zeros_like(origins[..., 0, :]) + xp.zeros_like(down[..., None, :])
+    pivots, rates = [], []  # each joint's position and axis x rate, base frame
+    for k in range(columns.shape[1]):
+        if rot is None:
+            pos = pos + origins[:, k]
+            axis = xp.zeros_like(pos) + axes[:, k]
+            rot = turn[..., k, :, :] + xp.eye(3, dtype=q.dtype, device=getattr(q, "device",
+                                                                              None))
+        else:
+            pos = pos + (rot @ origins[:, k, :, None])[..., 0]
+            axis = (rot @ axes[:, k, :, None])[..., 0]
+            rot = rot + rot @ turn[..., k, :, :]
+        pivots.append(pos)
+        rates.append(axis * dq[..., k, None])
+    centre = pos + (rot @ foot[..., None])[..., 0]
+    contact = centre + radius * down[..., None, :]  # (..., legs, 3)
+    # the velocity of the foot's material point at the contact, relative to the trunk
+    point_vel = cross(xp, rates[0], contact - pivots[0])
+    for r, p in zip(rates[1:], pivots[1:], strict=True):
+        point_vel = point_vel + cross(xp, r, contact - p)
+    vel = -(cross(xp, angular_velocity[..., None, :], contact) + point_vel)
+    depth = xp.sum(contact * down[..., None, :], axis=-1)  # how far down along gravity
+    weight = xp.exp((depth - xp.max(depth, axis=-1, keepdims=True)) / t.sigma)
     return xp.sum(vel * weight[..., None], axis=-2) / xp.sum(weight, axis=-1, keepdims=True)

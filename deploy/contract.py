@@ -45,11 +45,19 @@ class LegChain(_Strict):
 
 
 class LegModel(_Strict):
-    """The legs a leg-odometry term computes with; `stance_sigma` (m): a foot that much above
-    the lowest counts e^-1 as much in the stance average."""
+    """The legs a leg-odometry term computes with, and how it judges which feet stand: by load
+    (`stance_torque`, N m: each leg weighted softmax(sum of its joints' |torque| / this)) or
+    by height (`stance_sigma`, m: a foot that much above the lowest counts e^-1 as much)."""
 
     chains: list[LegChain] = Field(min_length=1)
-    stance_sigma: float = Field(gt=0)
+    stance_torque: float | None = Field(default=None, gt=0)
+    stance_sigma: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_stance_rule(self) -> LegModel:
+        if (self.stance_torque is None) == (self.stance_sigma is None):
+            raise ValueError("give one of stance_torque and stance_sigma")
+        return self
 
 
 class ObsTerm(_Strict):

@@ -76,7 +76,7 @@ class Term:
 
 def _leg_odometry(s: Signals, legs: Any) -> Array:
     return leg_odometry_velocity(legs, s["joint_pos"], s["joint_vel"], s["angular_velocity"],
-                                 s["orientation"])
+                                 s["orientation"], s["joint_effort"])
 
 
 TERMS: dict[str, Term] = {
@@ -101,7 +101,7 @@ TERMS: dict[str, Term] = {
     "joint_vel": Term(lambda s: s["joint_vel"], "actions", ("joint_vel",)),
     # legged robots: the trunk's velocity from the legs in stance (m/s, base frame;
     # robots/legs.py), what a blind actor can close its speed loop on
-    "leg_odometry_velocity": Term(_leg_odometry, 3, ("joint_pos", "joint_vel",
+    "leg_odometry_velocity": Term(_leg_odometry, 3, ("joint_pos", "joint_vel", "joint_effort",
                                                     "angular_velocity", "orientation"),
                                   legs=True),
     # (forward m/s, lateral m/s, yaw rate rad/s) in the base frame: cmd_vel on a robot

@@ -10,9 +10,11 @@ A foot in stance does not move over the ground, so the trunk moves opposite to i
 with p the foot's contact point relative to the trunk (forward kinematics of the measured
 joint angles), dp/dt its velocity from the joint rates, and omega the gyro. Which feet are
 in stance is judged from the legs alone, so that every interface (a JointState and an Imu
-message, or a Go2 LowState) can give it: the feet lowest along gravity, each weighted by
-exp(-(its height above the lowest foot) / stance_sigma). The contact point is the bottom of
-the foot's sphere along gravity, a point of the rolling foot that is still in stance.
+message, or a Go2 LowState) can give it: the loaded legs, each weighted by softmax(sum of
+its joints' |torque| / stance_torque), or (`stance_sigma`) the feet lowest along gravity,
+weighted by exp(-(height above the lowest foot) / stance_sigma), which the encoders' noise
+upsets (a few mm of height: measured in sim/legs.py). The contact point is the bottom of the
+foot's sphere along gravity, a point of the rolling foot that is still in stance.
 
 The simulator (on the noisy, aged signals the actor sees) and the deploy runtime (on the
 robot's) compute it with this function and the leg model that the policy contract carries
@@ -52,7 +54,8 @@ class _Tables:
         self.skew2 = self.skew @ self.skew
         self.foot = np.array([c.foot for c in legs.chains])
         self.radius = np.array([c.radius for c in legs.chains])[:, None]
-        self.sigma = float(legs.stance_sigma)
+        self.torque = legs.stance_torque
+        self.sigma = legs.stance_sigma
         self._cast: dict[tuple, tuple] = {}
 
     def cast(self, xp: Any, like: Array) -> tuple:
@@ -81,10 +84,12 @@ def _tables(legs: Any) -> _Tables:
 
 
 def leg_odometry_velocity(legs: Any, joint_pos: Array, joint_vel: Array,
-                          angular_velocity: Array, orientation: Array) -> Array:
-    """The trunk's velocity (..., 3), m/s in the base frame, from joint angles and rates
-    (..., n) in policy order, the gyro (..., 3, base frame) and the IMU quaternion (..., 4).
-    `legs`: a LegModel (chains: joints, origins, axes, foot, radius; stance_sigma)."""
+                          angular_velocity: Array, orientation: Array,
+                          joint_effort: Array | None = None) -> Array:
+    """The trunk's velocity (..., 3), m/s in the base frame, from joint angles, rates and
+    torques (..., n) in policy order, the gyro (..., 3, base frame) and the IMU quaternion
+    (..., 4). `legs`: a LegModel (chains: joints, origins, axes, foot, radius; the stance
+    rule: stance_torque, which needs joint_effort, or stance_sigma)."""
     xp = namespace(joint_pos, joint_vel, angular_velocity, orientation)
     t = _tables(legs)
     columns, mask, origins, axes, skew, skew2, foot, radius = t.cast(xp, joint_pos)
@@ -117,6 +122,12 @@ def leg_odometry_velocity(legs: Any, joint_pos: Array, joint_vel: Array,
     for r, p in zip(rates[1:], pivots[1:], strict=True):
         point_vel = point_vel + cross(xp, r, contact - p)
     vel = -(cross(xp, angular_velocity[..., None, :], contact) + point_vel)
-    depth = xp.sum(contact * down[..., None, :], axis=-1)  # how far down along gravity
-    weight = xp.exp((depth - xp.max(depth, axis=-1, keepdims=True)) / t.sigma)
+    if t.torque is not None:  # the loaded legs
+        if joint_effort is None:
+            raise ValueError("leg odometry with stance_torque needs the joint torques")
+        tau = xp.take(joint_effort, xp.reshape(columns, (-1,)), axis=-1)
+        load = xp.sum(xp.abs(xp.reshape(tau, shape)) * mask, axis=-1) / t.torque
+    else:  # the lowest feet: how far down along gravity
+        load = xp.sum(contact * down[..., None, :], axis=-1) / t.sigma
+    weight = xp.exp(load - xp.max(load, axis=-1, keepdims=True))
     return xp.sum(vel * weight[..., None], axis=-2) / xp.sum(weight, axis=-1, keepdims=True)

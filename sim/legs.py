@@ -12,21 +12,25 @@ import numpy as np
 from simreal.deploy.contract import LegChain, LegModel
 from simreal.robots import Robot
 
-# m: a foot this much above the lowest counts e^-1 as much. Measured on go2-flat (the walking
-# policy of tests/assets at 0.5 m/s, noise-free signals, 8 x 8 s): forward bias -0.17 m/s at
-# 5 mm (swing feet near the ground count), -0.07 at 2 mm, -0.05 at 1 mm (rms 0.24, 0.15, 0.17);
-# weighting by the touch sensors instead: -0.04 (rms 0.14)
-STANCE_SIGMA = 0.002
+# N m: the stance rule, each leg weighted softmax(sum of its joints' |torque| / this). Measured
+# on go2-flat (the walking policy of tests/assets at 0.5 m/s, the task's sensor noise, 8 x 6 s,
+# forward bias / rms per step against the true speed): 1 N m -0.003 / 0.278, 2 N m -0.021 /
+# 0.249, 4 N m -0.111 / 0.252; weighting by the touch sensors -0.035 / 0.228; by foot height
+# (stance_sigma) 2 mm -0.157 / 0.528, 5 mm -0.211 / 0.480, 1 cm -0.304 / 0.493: a few mm of
+# height noise from the encoders' 0.01 rad lets swing feet count (noise-free, 2 mm gave -0.07)
+STANCE_TORQUE = 2.0
+STANCE_SIGMA = 0.002  # m, the height rule
 
 
 class LegModelError(ValueError):
     pass
 
 
-def leg_model(model: mujoco.MjModel, robot: Robot) -> LegModel:
+def leg_model(model: mujoco.MjModel, robot: Robot, stance: str = "torque") -> LegModel:
     """Each foot's chain of hinge joints from the base body down to its foot geom (a sphere),
     with the joints' columns in policy order. Bodies must be parallel to their parents at
-    zero joint angles (no `quat`), as on the Go2; a body without a joint adds its offset."""
+    zero joint angles (no `quat`), as on the Go2; a body without a joint adds its offset.
+    `stance`: the stance rule, "torque" (STANCE_TORQUE) or "height" (STANCE_SIGMA)."""
     spec = robot.spec
     columns = {j.name: i for i, j in enumerate(spec.joints)}
     base = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, spec.base_body)
@@ -75,4 +79,8 @@ def leg_model(model: mujoco.MjModel, robot: Robot) -> LegModel:
         chains.append(LegChain(joints=joints, origins=origins, axes=axes,
                                foot=tuple(float(x) for x in foot_pos),
                                radius=float(model.geom_size[gid, 0])))
-    return LegModel(chains=chains, stance_sigma=STANCE_SIGMA)
+    if stance == "torque":
+        return LegModel(chains=chains, stance_torque=STANCE_TORQUE)
+    if stance == "height":
+        return LegModel(chains=chains, stance_sigma=STANCE_SIGMA)
+    raise LegModelError(f"stance rule {stance!r}: 'torque' or 'height'")

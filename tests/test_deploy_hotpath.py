@@ -34,6 +34,7 @@ def _signals(rng, batch, dtype):
            "angular_velocity": rng.normal(size=(batch, 3)),
            "last_action": rng.normal(size=(batch, n)), "joint_pos": rng.normal(size=(batch, n)),
            "default_joint_pos": rng.normal(size=(1, n)), "joint_vel": rng.normal(size=(batch, n)),
+           "joint_effort": rng.normal(size=(batch, n)),
            "velocity_command": rng.normal(size=(batch, 3)),
            "ee_position": rng.normal(size=(batch, 3)), "ee_orientation": _quats(rng, (batch,)),
            "target_orientation": _quats(rng, (batch,)) * 1.1,

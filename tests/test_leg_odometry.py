@@ -66,25 +66,40 @@ def test_each_legs_estimate_is_the_trunks_velocity_less_its_contact_points(go2):
             jacp = np.zeros((3, model.nv))
             mujoco.mj_jac(model, data, jacp, None, point, int(model.geom_bodyid[gid]))
             expected = v0 - rot.T @ (jacp @ data.qvel)
-            one = LegModel(chains=[chain], stance_sigma=legs.stance_sigma)
-            got = leg_odometry_velocity(one, q, dq, gyro, data.qpos[3:7].copy())
+            one = LegModel(chains=[chain], stance_torque=2.0)
+            got = leg_odometry_velocity(one, q, dq, gyro, data.qpos[3:7].copy(), np.ones(12))
             np.testing.assert_allclose(got, expected, atol=1e-9)
 
 
-def test_the_stance_average_weights_the_lowest_feet(go2):
-    """Two feet down, two raised: the estimate is the planted feet's (the raised ones'
-    motion does not count), from numpy and from torch alike."""
+@pytest.mark.parametrize("rule", [{"stance_torque": 2.0}, {"stance_sigma": 0.002}])
+def test_the_stance_average_weights_the_standing_feet(go2, rule):
+    """Two feet down and loaded, two raised and unloaded: the estimate is the planted feet's
+    (the swinging ones' motion does not count), by either stance rule, from numpy and from
+    torch alike."""
     robot, model, legs = go2
+    legs = LegModel(chains=legs.chains, **rule)
     q = np.array([j.default for j in robot.spec.joints])
     q[[1, 10]] += 0.6  # FR and RL thighs swing forward: those feet rise
     dq = np.zeros(12)
     dq[[1, 10]] = 8.0  # ... fast
+    tau = np.full(12, 10.0)
+    tau[0:3] = tau[9:12] = 0.0  # ... and carry no load
     quat = np.array([1.0, 0.0, 0.0, 0.0])
     gyro = np.zeros(3)
-    v = leg_odometry_velocity(legs, q, dq, gyro, quat)
+    v = leg_odometry_velocity(legs, q, dq, gyro, quat, tau)
     np.testing.assert_allclose(v, 0.0, atol=1e-6)  # the planted feet do not move
-    t = leg_odometry_velocity(legs, *(torch.tensor(x) for x in (q, dq, gyro, quat)))
+    t = leg_odometry_velocity(legs, *(torch.tensor(x) for x in (q, dq, gyro, quat, tau)))
     np.testing.assert_allclose(t.numpy(), v, atol=1e-12)
+    if "stance_torque" in rule:
+        with pytest.raises(ValueError, match="needs the joint torques"):
+            leg_odometry_velocity(legs, q, dq, gyro, quat)
+
+
+def test_a_leg_model_has_one_stance_rule(go2):
+    chains = go2[2].chains
+    for rule in ({}, {"stance_torque": 2.0, "stance_sigma": 0.002}):
+        with pytest.raises(ValueError, match="one of stance_torque and stance_sigma"):
+            LegModel(chains=chains, **rule)
 
 
 def test_a_foot_that_is_not_a_sphere_is_refused(go2):
@@ -134,8 +149,8 @@ def test_the_actor_sees_it_and_the_deploy_runtime_computes_the_same(go2, tmp_pat
 @pytest.mark.skipif(not (ASSETS / "go2_walk.onnx").exists(), reason="needs the walking asset")
 def test_it_follows_the_walking_robots_speed():
     """The walking policy of tests/assets on go2-flat's nominal model, noise-free signals: the
-    estimate's mean forward speed follows the truth's at two commanded speeds (measured:
-    bias about -0.07 m/s at 0.5 m/s, sim/legs.py)."""
+    estimate's mean forward speed follows the truth's at two commanded speeds (measured with
+    the sensor noise: bias about -0.02 m/s at 0.5 m/s, sim/legs.py)."""
     policy = OnnxPolicy(ASSETS / "go2_walk.onnx")
     means = {}
     for vx in (0.3, 1.0):
@@ -158,10 +173,21 @@ def test_it_follows_the_walking_robots_speed():
             s = env.signals()
             est.append(leg_odometry_velocity(legs, s["joint_pos"] - env.joint_offset,
                                               s["joint_vel"], s["angular_velocity"],
-                                              s["orientation"])[:, 0])
+                                              s["orientation"], s["joint_effort"])[:, 0])
             true.append(env._read()["lin_vel_body"][:, 0])
         means[vx] = (torch.stack(est).mean().item(), torch.stack(true).mean().item())
     for est, true in means.values():
         assert math.isfinite(est) and abs(est - true) < 0.15, means
     # faster walking reads faster
     assert means[1.0][0] - means[0.3][0] > 0.5 * (means[1.0][1] - means[0.3][1]), means
+
+
+def test_the_stance_rule_is_a_task_setting():
+    from simreal.sim.legs import STANCE_SIGMA, STANCE_TORQUE
+
+    for stance, expect in (("torque", (STANCE_TORQUE, None)), ("height", (None, STANCE_SIGMA))):
+        env = api.make_env("go2-flat", 2, 0, {"leg_odometry_tau": 0.1,
+                                              "leg_odometry_stance": stance,
+                                              "randomization": {"enabled": False}})
+        legs = env.contract().observations[-1].legs
+        assert (legs.stance_torque, legs.stance_sigma) == expect

@@ -45,7 +45,7 @@ def _legs(n: int):
         k = min(3, n - i)
         chains.append(LegChain(joints=list(range(i, i + k)), origins=origins[:k],
                                axes=axes[:k], foot=(0.0, 0.0, -0.21), radius=0.02))
-    return LegModel(chains=chains, stance_sigma=0.002)
+    return LegModel(chains=chains, stance_torque=2.0)
 
 
 def call_term(name, sig, n):
@@ -63,7 +63,8 @@ def test_every_term_gives_the_same_numbers_on_numpy_and_torch(name):
         "target_velocity": rng.normal(size=(8, 3)),
         "angular_velocity": rng.normal(size=(8, 3)), "last_action": rng.normal(size=(8, 4)),
         "joint_pos": rng.normal(size=(8, 4)), "default_joint_pos": rng.normal(size=(1, 4)),
-        "joint_vel": rng.normal(size=(8, 4)), "velocity_command": rng.normal(size=(8, 3)),
+        "joint_vel": rng.normal(size=(8, 4)), "joint_effort": rng.normal(size=(8, 4)),
+        "velocity_command": rng.normal(size=(8, 3)),
         "ee_position": rng.normal(size=(8, 3)), "ee_orientation": _random_quats(8),
         "target_orientation": _random_quats(8), "object_position": rng.normal(size=(8, 3)),
         "object_orientation": _random_quats(8), "lift_height": rng.normal(size=(8, 1)),

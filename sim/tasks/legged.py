@@ -44,7 +44,7 @@ float32 copy of sensordata, views into it, and no host syncs but the resample/re
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import mujoco
 import torch
@@ -220,6 +220,8 @@ class LeggedConfig(TaskConfig):
     # this time constant (s; the contract's leaky integral scaled by 1/tau is a first-order
     # filter); None: not seen. A blind actor's speed is otherwise open-loop (docs/SIM2SIM.md)
     leg_odometry_tau: float | None = Field(default=None, gt=0)
+    # which feet it counts as standing: the loaded legs (joint torques) or the lowest feet
+    leg_odometry_stance: Literal["torque", "height"] = "torque"
     success_lin_vel_error: float = 0.15  # m/s, for an episode's success (and no fall)
     commands: CommandConfig = CommandConfig()
     init: InitConfig = InitConfig()
@@ -280,7 +282,8 @@ class LeggedVelocity(VecEnv):
         self.default_pos = torch.tensor([j.default for j in spec.joints])
         self.action_scale = float(spec.action_scale)
         # the legs leg odometry computes with (the base class builds the terms)
-        self._legs = (leg_model(compile_model(robot.mjcf_path), robot)
+        self._legs = (leg_model(compile_model(robot.mjcf_path), robot,
+                                cfg.leg_odometry_stance)
                       if cfg.leg_odometry_tau is not None else None)
         super().__init__(robot, cfg, num_envs, seed, backend=backend, device=device)
         self.backend = self.make_backend(robot.mjcf_path, nthread, model=self._build_model())

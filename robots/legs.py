@@ -94,8 +94,8 @@ def leg_odometry_velocity(legs: Any, joint_pos: Array, joint_vel: Array,
     t = _tables(legs)
     columns, mask, origins, axes, skew, skew2, foot, radius = t.cast(xp, joint_pos)
     down = -quat_to_matrix(orientation)[..., 2, :]  # gravity's direction in the base frame
-    q = xp.take(joint_pos, xp.reshape(columns, (-1,)), axis=-1)
-    dq = xp.take(joint_vel, xp.reshape(columns, (-1,)), axis=-1)
+    flat = xp.reshape(columns, (-1,))
+    q, dq = xp.take(joint_pos, flat, axis=-1), xp.take(joint_vel, flat, axis=-1)
     shape = (*joint_pos.shape[:-1], *columns.shape)
     q, dq = xp.reshape(q, shape) * mask, xp.reshape(dq, shape) * mask  # (..., legs, depth)
     sin, cos = xp.sin(q)[..., None, None], xp.cos(q)[..., None, None]
@@ -125,7 +125,7 @@ def leg_odometry_velocity(legs: Any, joint_pos: Array, joint_vel: Array,
     if t.torque is not None:  # the loaded legs
         if joint_effort is None:
             raise ValueError("leg odometry with stance_torque needs the joint torques")
-        tau = xp.take(joint_effort, xp.reshape(columns, (-1,)), axis=-1)
+        tau = xp.take(joint_effort, flat, axis=-1)
         load = xp.sum(xp.abs(xp.reshape(tau, shape)) * mask, axis=-1) / t.torque
     else:  # the lowest feet: how far down along gravity
         load = xp.sum(contact * down[..., None, :], axis=-1) / t.sigma

@@ -475,7 +475,7 @@ class LeggedVelocity(VecEnv):
 
     def _odometry_terms(self) -> list[ObsTerm]:
         tau = self.cfg.leg_odometry_tau
-        if tau is None or self._legs is None:
+        if tau is None:
             return []
         return [ObsTerm(name="leg_odometry_velocity", dim=3, scale=1.0 / tau, clip=5.0,
                         history=self.cfg.state_history, integral_time_constant_s=tau,

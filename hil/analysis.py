@@ -6,8 +6,9 @@ application. The link's drops, what the link still held when the robot stopped (
 messages, reported by the robot at its stop) and the receipts are matched to sends by topic and
 identity (identical repeated messages by count, receipts going to the copies sent while a
 receiver was connected). A send that nothing consumed was sent while no receiver was connected
-(before a receiver's first receipt on that topic, or after the newest message it got: start-up,
-discovery, a crashed or restarting process, on its way when the receiver stopped), or
+(before a receiver's first receipt on that topic, or after the newest message it got from that
+sender process: start-up, discovery, a crashed or restarting process, on its way when the
+receiver stopped or the sender was killed), or
 superseded (a take between its sending and the next message's emptied a full keep-last history:
 best-effort sensor data, newest wins), or unrecorded (no receiver records: a real robot), or
 else lost. The completeness check states, per topic: sent = received + dropped by injection +
@@ -122,12 +123,13 @@ def account(data: RunData, in_flight_s: float = 0.0) -> dict[str, dict[str, Any]
     """Match receipts, drops and what the link still held at the robot's stop to sends;
     per-topic counts.
 
-    The faulty link and DDS keep a topic's order (one writer), except for messages the link
+    The faulty link and DDS keep a topic's order per writer, except for messages the link
     reordered on purpose. So a message a receiver never got was sent while it was connected
     only if it was sent after the receiver's first receipt and before the newest message the
-    receiver did get (anything later was still on its way when the receiver stopped, or while
-    it was down); a reordered one (or any, where identical messages make "the newest" unknown),
-    before the receiver's last receipt less `in_flight_s` (the link's longest hold). Such a
+    receiver did get from the same sender process (anything later was still on its way when
+    the receiver stopped or the sender was killed, or while the receiver was down); a reordered
+    one (or any, where identical messages make "the newest" unknown), before the receiver's
+    last receipt from that sender less `in_flight_s` (the link's longest hold). Such a
     message is superseded if the take of the next message the receiver got (sent after it)
     emptied a full keep-last history, else lost."""
     sends: dict[tuple[str, int], list[Msg]] = defaultdict(list)
@@ -177,15 +179,23 @@ def account(data: RunData, in_flight_s: float = 0.0) -> dict[str, dict[str, Any]
     # 2. per receiver, what it got in send order: (send time, receipt time), and the end of its
     # window: the newest message it got; which copy of identical messages a receipt belongs to
     # is not known, so with those, at least its last receipt less the link's longest hold
+    # Order holds per writer only: a sender process killed mid-run takes what it had not yet
+    # delivered with it, while its successor's messages still arrive. So windows end per
+    # (topic, receiver, sender process).
     got_by: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
     slack = int(in_flight_s * 1e9)
-    ends: dict[tuple[str, str], int] = {}
+    ends: dict[tuple[str, str, str], int] = {}
+    last_rx: dict[tuple[str, str, str], int] = {}
     for msg in data.msgs:
         if msg.fate == "received" and msg.receiver is not None and msg.t_recv is not None:
-            rx = (msg.topic, msg.receiver)
-            got_by[rx].append((msg.t_sent, msg.t_recv))
+            got_by[(msg.topic, msg.receiver)].append((msg.t_sent, msg.t_recv))
+            rx = (msg.topic, msg.receiver, msg.source)
+            last_rx[rx] = max(last_rx.get(rx, msg.t_recv), msg.t_recv)
+    for msg in data.msgs:
+        if msg.fate == "received" and msg.receiver is not None and msg.t_recv is not None:
+            rx = (msg.topic, msg.receiver, msg.source)
             if len(sends[(msg.topic, msg.key)]) > 1:
-                end = windows[msg.topic][msg.receiver][1] - slack
+                end = last_rx[rx] - slack
             else:
                 end = msg.t_sent
             ends[rx] = max(ends.get(rx, end), end)
@@ -193,12 +203,13 @@ def account(data: RunData, in_flight_s: float = 0.0) -> dict[str, dict[str, Any]
         rows.sort()
     depths: dict[str, int] = {}
 
-    def connected(msg: Msg, src: str, a: int, b: int) -> bool:
-        if msg.t_sent < a or (msg.topic, src) not in ends:
+    def connected(msg: Msg, src: str, a: int) -> bool:
+        rx = (msg.topic, src, msg.source)
+        if msg.t_sent < a or rx not in ends:
             return False
         if (msg.topic, msg.key) in marks["link_reorder"]:
-            return msg.t_sent <= b - slack
-        return msg.t_sent < ends[(msg.topic, src)]
+            return msg.t_sent <= last_rx[rx] - slack
+        return msg.t_sent < ends[rx]
 
     def evicted(msg: Msg, src: str) -> bool:
         """Readers take in order, so a message sent after this one was taken in the first take
@@ -224,8 +235,8 @@ def account(data: RunData, in_flight_s: float = 0.0) -> dict[str, dict[str, Any]
     for msg in data.msgs:
         if msg.fate:
             continue
-        where = [src for src, (a, b) in windows[msg.topic].items()
-                 if connected(msg, src, a, b)]
+        where = [src for src, (a, _b) in windows[msg.topic].items()
+                 if connected(msg, src, a)]
         if not windows[msg.topic]:
             msg.fate = "unrecorded"  # no receiver records: a real robot's side
         elif not where:

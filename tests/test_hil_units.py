@@ -412,6 +412,27 @@ def test_accounting_balances_every_topic(tmp_path):
     assert isinstance(data, RunData)
 
 
+def test_accounting_a_killed_senders_last_messages_are_not_lost(tmp_path):
+    """DDS keeps order per writer: what a robot process sent just before it was killed and
+    nobody got is unconnected, though its successor's later messages arrived; a gap inside
+    one sender's stream is still lost."""
+    robot0 = RecordWriter(tmp_path / "robot-0.rec", "robot-0")
+    robot1 = RecordWriter(tmp_path / "robot-1.rec", "robot-1")
+    node = RecordWriter(tmp_path / "node-0.rec", "node-0")
+    states = _odoms(20)
+    for i in range(10):  # robot-0 until it is killed; 9 never left it
+        robot0.sent("/odom", states[i], states[i].serialize(), t_ns=100 * i)
+    for i in range(10, 20):  # robot-1 after the restart; 14 vanishes
+        robot1.sent("/odom", states[i], states[i].serialize(), t_ns=100 * i + 500)
+    for i in [*range(9), *range(10, 14), *range(15, 20)]:
+        t = 100 * i + (10 if i < 10 else 510)
+        node.received("/odom", states[i], t_ns=t)
+    for w in (robot0, robot1, node):
+        w.close()
+    c = account(load(tmp_path, 0))["/odom"]
+    assert (c["sent"], c["received"], c["unconnected"], c["lost"]) == (20, 18, 1, 1)
+
+
 def _odoms(n: int) -> list:
     return [codecs.odometry(np.zeros(3), np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3),
                             float(i)) for i in range(n)]

@@ -71,8 +71,8 @@ class JointOrder:
         return self._index
 
 
-def joint_state_signals(msg: m.JointState, order: JointOrder,
-                        need_velocity: bool = True) -> dict[str, np.ndarray]:
+def joint_state_signals(msg: m.JointState, order: JointOrder, need_velocity: bool = True,
+                        need_effort: bool = False) -> dict[str, np.ndarray]:
     idx = order.index(msg.name)
     n = len(msg.name)
     if len(msg.position) != n:
@@ -86,6 +86,9 @@ def joint_state_signals(msg: m.JointState, order: JointOrder,
     if len(msg.effort) == n:
         keys.append("joint_effort")
         rows.append(msg.effort)
+    elif need_effort:  # many drivers leave effort empty
+        raise ValueError(f"joint_states carries {len(msg.effort)} efforts for {n} joints, and "
+                         "the policy reads joint_effort (leg odometry's torque stance rule)")
     table = np.array(rows, dtype=np.float64)[:, idx]  # one array, rows in policy order
     return dict(zip(keys, table, strict=True))
 

@@ -186,15 +186,20 @@ class JointGeneric(RobotInterface):
     provides = frozenset({"joint_pos", "joint_vel", "joint_effort", "orientation",
                           "angular_velocity", "linear_acceleration"})
 
-    def __init__(self, robot: Robot):
+    def __init__(self, robot: Robot, need_effort: bool = False):
         super().__init__(robot)
         self.joint_names = [j.name for j in robot.spec.joints]
         self.order = codecs.JointOrder(self.joint_names)
         self._held: np.ndarray | None = None  # the last finite measured pose (damping)
+        self.need_effort = need_effort
+
+    @classmethod
+    def from_settings(cls, robot: Robot, settings: InterfaceSettings) -> JointGeneric:
+        return cls(robot, need_effort="joint_effort" in settings.reads)
 
     def decode(self, key: str, msg: Any) -> Signals:
         if key == "joint_states":
-            signals = codecs.joint_state_signals(msg, self.order)
+            signals = codecs.joint_state_signals(msg, self.order, need_effort=self.need_effort)
             self._held = _last_finite(self._held, signals["joint_pos"])
             return signals
         return codecs.imu_signals(msg)

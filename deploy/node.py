@@ -45,7 +45,7 @@ from simreal.deploy.interfaces import (
 from simreal.deploy.limits import CommandLimits, command_limits, torque_bounds
 from simreal.deploy.runner import PolicyRunner
 from simreal.deploy.safety import Mode, SafetyConfig, SafetyLayer
-from simreal.deploy.terms import TERMS
+from simreal.deploy.terms import term_reads
 from simreal.deploy.transport import TransportBase
 
 log = logging.getLogger("simreal.node")
@@ -173,7 +173,7 @@ def make_interface(runner: PolicyRunner, cfg: NodeConfig,
         raise DeployError(f"robot {robot.name!r} ({kind}) has no {cfg.interface} interface; "
                           f"use --interface {' or '.join(registry.flavours_of(kind))} ({exc})"
                           ) from None
-    reads = frozenset(sig for t in runner.contract.observations for sig in TERMS[t.name].reads)
+    reads = frozenset(sig for t in runner.contract.observations for sig in term_reads(t))
     settings = InterfaceSettings.of(cfg, kp=limits.kp, kd=limits.kd, reads=reads)
     try:
         return cls.from_settings(robot, settings)
@@ -290,7 +290,7 @@ class DeployNode:
         available = set(self.interface.provides) | set(contract.commands) | RUNTIME_SIGNALS
         problems = []
         for term in contract.observations:
-            missing = [s for s in TERMS[term.name].reads if s not in available]
+            missing = [s for s in term_reads(term) if s not in available]
             if missing:
                 problems.append(f"observation term {term.name!r} reads {missing}, which the "
                                 f"{self.cfg.interface} interface of a "

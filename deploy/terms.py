@@ -76,7 +76,7 @@ class Term:
 
 def _leg_odometry(s: Signals, legs: Any) -> Array:
     return leg_odometry_velocity(legs, s["joint_pos"], s["joint_vel"], s["angular_velocity"],
-                                 s["orientation"], s["joint_effort"])
+                                 s["orientation"], s.get("joint_effort"))
 
 
 TERMS: dict[str, Term] = {
@@ -123,3 +123,14 @@ TERMS: dict[str, Term] = {
 def term_dim(name: str, num_actions: int) -> int:
     dim = TERMS[name].dim
     return num_actions if dim == "actions" else int(dim)
+
+
+def term_reads(term: Any) -> tuple[str, ...]:
+    """The signals a contract's observation term (an ObsTerm) reads: its Term's, less the joint
+    torques when its leg model judges stance by foot height (a JointState without effort
+    serves that policy)."""
+    reads = TERMS[term.name].reads
+    legs = getattr(term, "legs", None)
+    if legs is not None and legs.stance_torque is None:
+        return tuple(r for r in reads if r != "joint_effort")
+    return reads

@@ -191,3 +191,32 @@ def test_the_stance_rule_is_a_task_setting():
                                               "randomization": {"enabled": False}})
         legs = env.contract().observations[-1].legs
         assert (legs.stance_torque, legs.stance_sigma) == expect
+
+
+def test_a_joint_state_without_effort_serves_only_the_height_rule(go2):
+    """Many drivers leave JointState.effort empty: the torque rule's policy names what is
+    missing (an unusable state message, so the node never runs it blind); the height rule's
+    runs without it."""
+    from simreal.deploy import codecs
+    from simreal.deploy import messages as m
+    from simreal.deploy.interfaces import InterfaceSettings, JointGeneric
+    from simreal.deploy.terms import term_reads
+
+    robot, _, legs = go2
+    names = [j.name for j in robot.spec.joints]
+    msg = m.JointState(name=names, position=[0.1] * 12, velocity=[0.0] * 12, effort=[])
+    imu = codecs.imu_signals(codecs.imu(np.array([1.0, 0, 0, 0]), np.zeros(3), np.zeros(3)))
+    for rule, needs in (({"stance_torque": 2.0}, True), ({"stance_sigma": 0.002}, False)):
+        term = ObsTerm(name="leg_odometry_velocity", dim=3,
+                       legs=LegModel(chains=legs.chains, **rule))
+        assert ("joint_effort" in term_reads(term)) == needs
+        iface = JointGeneric.from_settings(robot, InterfaceSettings(
+            reads=frozenset(term_reads(term))))
+        if needs:
+            with pytest.raises(ValueError, match="0 efforts for 12 joints.*joint_effort"):
+                iface.decode("joint_states", msg)
+            continue
+        signals = {**iface.decode("joint_states", msg), **imu}
+        assert "joint_effort" not in signals
+        obs = ObservationBuilder([term], 12).build({k: v[None] for k, v in signals.items()})
+        assert obs.shape == (1, 3) and np.isfinite(obs).all()

@@ -281,8 +281,9 @@ class Go2Native(RobotInterface):
 
     def encode(self, command: np.ndarray, mode: Mode, signals: Signals) -> list[tuple[str, Any]]:
         if mode in (Mode.DAMP, Mode.ESTOP):
-            msg = unitree.low_cmd(self.index, self.damping(signals), np.zeros_like(self.kp),
-                                  self.damping_kd)
+            # `command` is the node's damping pose, brought inside the joint ranges (a fallen
+            # robot's hip can rest past its range): kp 0 makes q moot, but no target leaves them
+            msg = unitree.low_cmd(self.index, command, np.zeros_like(self.kp), self.damping_kd)
         else:
             msg = unitree.low_cmd(self.index, command, self.kp, self.kd)
         return [("lowcmd", msg)]

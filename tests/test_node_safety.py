@@ -328,3 +328,22 @@ def test_damping_holds_the_measured_pose_inside_the_joint_ranges(legbot, legbot_
     assert held[calf] == pytest.approx(CALF_RANGE[1])
     others = np.arange(len(names)) != calf
     assert np.allclose(held[others], sig["joint_pos"][others])
+
+
+def test_a_fallen_robots_native_damping_keeps_its_targets_inside_the_ranges(legbot,
+                                                                           legbot_policy):
+    """Unitree LowCmd in DAMP (kp 0) each period: a hip resting past its range after a fall
+    gets its range's end as q, like every other command (HIL's limits check reads q)."""
+    rig = Rig(legbot, legbot_policy, interface="native", safety={"soft_start_s": 0.0})
+    sig = standing_signals(legbot)
+    run_in(rig, sig)
+    calf = [j.name for j in legbot.spec.joints].index("FL_calf_joint")
+    fallen = dict(sig, orientation=np.array([np.cos(0.6), np.sin(0.6), 0.0, 0.0]),
+                  joint_pos=sig["joint_pos"].copy())
+    fallen["joint_pos"][calf] = CALF_RANGE[1] + 0.05
+    for _ in range(3):
+        out = rig.step(fallen)
+    assert rig.node.safety.mode is Mode.DAMP
+    assert np.all(out["kp"] == 0.0) and bool(out["crc_ok"])
+    assert out["q"][calf] == pytest.approx(CALF_RANGE[1])
+    assert np.allclose(np.delete(out["q"], calf), np.delete(sig["joint_pos"], calf), atol=1e-6)

@@ -45,7 +45,7 @@ from simreal.deploy.interfaces import (
 from simreal.deploy.limits import CommandLimits, command_limits, torque_bounds
 from simreal.deploy.runner import PolicyRunner
 from simreal.deploy.safety import Mode, SafetyConfig, SafetyLayer
-from simreal.deploy.terms import term_reads
+from simreal.deploy.terms import reads_of, term_reads
 from simreal.deploy.transport import TransportBase
 
 log = logging.getLogger("simreal.node")
@@ -173,7 +173,7 @@ def make_interface(runner: PolicyRunner, cfg: NodeConfig,
         raise DeployError(f"robot {robot.name!r} ({kind}) has no {cfg.interface} interface; "
                           f"use --interface {' or '.join(registry.flavours_of(kind))} ({exc})"
                           ) from None
-    reads = frozenset(sig for t in runner.contract.observations for sig in term_reads(t))
+    reads = reads_of(runner.contract.observations)
     settings = InterfaceSettings.of(cfg, kp=limits.kp, kd=limits.kd, reads=reads)
     try:
         return cls.from_settings(robot, settings)

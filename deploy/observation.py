@@ -19,7 +19,7 @@ import numpy as np
 from array_api_compat import array_namespace
 
 from simreal.deploy.contract import ObsTerm
-from simreal.deploy.terms import TERMS, Signals, term_reads
+from simreal.deploy.terms import TERMS, Signals, reads_of
 
 Array = Any
 Perturb = Callable[[Signals], Signals]  # signals -> perturbed signals (a new mapping)
@@ -58,7 +58,7 @@ class ObservationBuilder:
         return sum(t.dim * t.history for t in self.terms)
 
     def reads(self) -> set[str]:
-        return {sig for t in self.terms for sig in term_reads(t)}
+        return set(reads_of(self.terms))
 
     def reset(self, mask: Array | None = None) -> None:
         """Forget the history of the environments in `mask` (all when None)."""

@@ -11,7 +11,7 @@ frame unless a name says otherwise; gyro readings are in the body frame.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,3 +134,8 @@ def term_reads(term: Any) -> tuple[str, ...]:
     if legs is not None and legs.stance_torque is None:
         return tuple(r for r in reads if r != "joint_effort")
     return reads
+
+
+def reads_of(terms: Iterable[Any]) -> frozenset[str]:
+    """Every signal a list of contract observation terms reads."""
+    return frozenset(sig for t in terms for sig in term_reads(t))

@@ -178,27 +178,24 @@ def account(data: RunData, in_flight_s: float = 0.0) -> dict[str, dict[str, Any]
         _mark(group, marks["link_pending"].get((topic, key), []), "in_link", latest=True)
     # 2. per receiver, what it got in send order: (send time, receipt time), and the end of its
     # window: the newest message it got; which copy of identical messages a receipt belongs to
-    # is not known, so with those, at least its last receipt less the link's longest hold
-    # Order holds per writer only: a sender process killed mid-run takes what it had not yet
-    # delivered with it, while its successor's messages still arrive. So windows end per
+    # is not known, so with those, at least its last receipt less the link's longest hold.
+    # Order holds per writer only (a sender process killed mid-run takes what it had not yet
+    # delivered with it, while its successor's messages still arrive), so windows end per
     # (topic, receiver, sender process).
     got_by: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
     slack = int(in_flight_s * 1e9)
     ends: dict[tuple[str, str, str], int] = {}
     last_rx: dict[tuple[str, str, str], int] = {}
-    for msg in data.msgs:
-        if msg.fate == "received" and msg.receiver is not None and msg.t_recv is not None:
-            got_by[(msg.topic, msg.receiver)].append((msg.t_sent, msg.t_recv))
-            rx = (msg.topic, msg.receiver, msg.source)
-            last_rx[rx] = max(last_rx.get(rx, msg.t_recv), msg.t_recv)
-    for msg in data.msgs:
-        if msg.fate == "received" and msg.receiver is not None and msg.t_recv is not None:
-            rx = (msg.topic, msg.receiver, msg.source)
-            if len(sends[(msg.topic, msg.key)]) > 1:
-                end = last_rx[rx] - slack
-            else:
-                end = msg.t_sent
-            ends[rx] = max(ends.get(rx, end), end)
+    received = [x for x in data.msgs if x.fate == "received" and x.receiver is not None
+                and x.t_recv is not None]
+    for msg in received:
+        got_by[(msg.topic, msg.receiver)].append((msg.t_sent, msg.t_recv))
+        rx = (msg.topic, msg.receiver, msg.source)
+        last_rx[rx] = max(last_rx.get(rx, msg.t_recv), msg.t_recv)
+    for msg in received:
+        rx = (msg.topic, msg.receiver, msg.source)
+        end = last_rx[rx] - slack if len(sends[(msg.topic, msg.key)]) > 1 else msg.t_sent
+        ends[rx] = max(ends.get(rx, end), end)
     for rows in got_by.values():
         rows.sort()
     depths: dict[str, int] = {}

@@ -42,7 +42,7 @@ from simreal.deploy.arm import OBJECT_SIGNALS, pose_stamped
 from simreal.deploy.interfaces import INPUT_TOPICS
 from simreal.deploy.policy import OnnxPolicy
 from simreal.deploy.runner import PolicyRunner
-from simreal.deploy.terms import term_reads
+from simreal.deploy.terms import reads_of
 from simreal.deploy.transport import QoS
 from simreal.hil.config import (
     FaultPlan,
@@ -198,7 +198,7 @@ def prepare(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
                 raise ValueError(f"{where_sc}: commands[{i}].{key}: the policy takes no "
                                  f"{name} (it takes {sorted(contract.commands) or 'none'})")
     _check_ranges(sc, contract, where_sc)
-    reads = {s for t in contract.observations for s in term_reads(t)}
+    reads = reads_of(contract.observations)
     if reads & OBJECT_SIGNALS and sc.robot.object_pose is None and not real_robot:
         raise ValueError(f"{where_sc}: robot.object_pose: the policy reads the object's pose "
                          f"({sorted(reads & OBJECT_SIGNALS)}) and nothing would publish "

@@ -117,9 +117,14 @@ class Proc:
         return self.popen.poll() is None
 
     def kill(self) -> None:
+        self.send_kill()
+        self.popen.wait(timeout=GRACE_S)
+
+    def send_kill(self) -> None:
+        """SIGKILL without waiting: a loaded machine can take most of a second to reap a
+        process with DDS threads, which is not when it stopped."""
         if self.alive():
             self.popen.kill()
-        self.popen.wait(timeout=GRACE_S)
 
     def stop(self) -> int | None:
         """SIGTERM, then SIGKILL after the grace period; the exit status."""
@@ -448,9 +453,11 @@ class Harness:
         return proc
 
     def _kill(self, proc: Proc, why: str) -> None:
-        proc.kill()
+        # stamped when the signal goes, not after the reaping (the report's timeline)
+        proc.send_kill()
         self.rec.event("process_kill", source="harness", process=proc.name, pid=proc.pid,
                        reason=why)
+        proc.kill()
 
     # --- the run --------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:

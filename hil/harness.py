@@ -457,7 +457,7 @@ class Harness:
         proc.send_kill()
         self.rec.event("process_kill", source="harness", process=proc.name, pid=proc.pid,
                        reason=why)
-        proc.kill()
+        proc.popen.wait(timeout=GRACE_S)
 
     # --- the run --------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:

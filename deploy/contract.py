@@ -46,8 +46,9 @@ class LegChain(_Strict):
 
 class LegModel(_Strict):
     """The legs a leg-odometry term computes with, and how it judges which feet stand: by load
-    (`stance_torque`, N m: each leg weighted softmax(sum of its joints' |torque| / this)) or
-    by height (`stance_sigma`, m: a foot that much above the lowest counts e^-1 as much)."""
+    (`stance_torque`, N m: each leg weighted softmax(sum of its joints' |torque| / this)), by
+    height (`stance_sigma`, m: a foot that much above the lowest counts e^-1 as much), or by
+    both (the two exponents add)."""
 
     chains: list[LegChain] = Field(min_length=1)
     stance_torque: float | None = Field(default=None, gt=0)
@@ -55,8 +56,8 @@ class LegModel(_Strict):
 
     @model_validator(mode="after")
     def _one_stance_rule(self) -> LegModel:
-        if (self.stance_torque is None) == (self.stance_sigma is None):
-            raise ValueError("give one of stance_torque and stance_sigma")
+        if self.stance_torque is None and self.stance_sigma is None:
+            raise ValueError("give stance_torque, stance_sigma or both")
         return self
 
 
@@ -95,6 +96,40 @@ class CommandRange(_Strict):
     high: list[float]
 
 
+AXES = ("vx", "vy", "wz")  # the velocity command's components, in order
+
+
+class CommandFeedback(_Strict):
+    """The runtime's integral trim of the velocity command (deploy/feedback.py): per axis in
+    `axes`, the command the policy sees moves by `gain` (1/s) times the error between the
+    user's command and the measured velocity (low-passed over `filter_s`), by at most `limit`
+    (m/s, forward and lateral) or `yaw_limit` (rad/s). The yaw rate is measured by the gyro;
+    forward and lateral speed by leg odometry with `legs`."""
+
+    axes: list[Literal["vx", "vy", "wz"]] = Field(min_length=1)
+    gain: float = Field(gt=0)
+    filter_s: float = Field(default=0.3, gt=0)
+    limit: float = Field(default=0.25, gt=0)
+    yaw_limit: float = Field(default=0.5, gt=0)
+    legs: LegModel | None = None
+
+    @model_validator(mode="after")
+    def _legs_for_speed(self) -> CommandFeedback:
+        if len(set(self.axes)) != len(self.axes):
+            raise ValueError(f"axes {self.axes}: each at most once")
+        if {"vx", "vy"} & set(self.axes) and self.legs is None:
+            raise ValueError(f"axes {self.axes}: forward and lateral speed are measured by leg "
+                             "odometry, which needs `legs` (a leg model)")
+        return self
+
+    def reads(self) -> tuple[str, ...]:
+        """The robot signals the loop measures with."""
+        if self.legs is None or not {"vx", "vy"} & set(self.axes):
+            return ("angular_velocity",)
+        effort = ("joint_effort",) if self.legs.stance_torque is not None else ()
+        return ("angular_velocity", "orientation", "joint_pos", "joint_vel", *effort)
+
+
 class PolicyContract(_Strict):
     format: Literal["simreal.policy_contract/1"] = CONTRACT_FORMAT
     task: str
@@ -105,8 +140,19 @@ class PolicyContract(_Strict):
     observations: list[ObsTerm]
     action: ActionSpec
     commands: dict[str, CommandRange] = {}
+    # a slow loop the runtime closes on the velocity command (deploy/feedback.py); None: none
+    command_feedback: CommandFeedback | None = None
     input_name: str = "obs"
     output_name: str = "action"
+
+    @model_validator(mode="after")
+    def _feedback_on_velocity(self) -> PolicyContract:
+        fb = self.command_feedback
+        if fb is not None and len(self.commands.get("velocity_command", CommandRange(
+                low=[], high=[])).low) != 3:
+            raise ValueError("command_feedback trims a 3-component velocity_command, which "
+                             f"this policy does not take (commands: {sorted(self.commands)})")
+        return self
 
     @property
     def obs_dim(self) -> int:

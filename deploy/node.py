@@ -45,7 +45,7 @@ from simreal.deploy.interfaces import (
 from simreal.deploy.limits import CommandLimits, command_limits, torque_bounds
 from simreal.deploy.runner import PolicyRunner
 from simreal.deploy.safety import Mode, SafetyConfig, SafetyLayer
-from simreal.deploy.terms import reads_of, term_reads
+from simreal.deploy.terms import contract_reads, term_reads
 from simreal.deploy.transport import TransportBase
 
 log = logging.getLogger("simreal.node")
@@ -173,7 +173,7 @@ def make_interface(runner: PolicyRunner, cfg: NodeConfig,
         raise DeployError(f"robot {robot.name!r} ({kind}) has no {cfg.interface} interface; "
                           f"use --interface {' or '.join(registry.flavours_of(kind))} ({exc})"
                           ) from None
-    reads = reads_of(runner.contract.observations)
+    reads = contract_reads(runner.contract)
     settings = InterfaceSettings.of(cfg, kp=limits.kp, kd=limits.kd, reads=reads)
     try:
         return cls.from_settings(robot, settings)
@@ -295,6 +295,11 @@ class DeployNode:
                 problems.append(f"observation term {term.name!r} reads {missing}, which the "
                                 f"{self.cfg.interface} interface of a "
                                 f"{self.runner.robot.spec.kind} robot does not provide")
+        fb = contract.command_feedback
+        missing = [s for s in (fb.reads() if fb is not None else ()) if s not in available]
+        if missing:
+            problems.append(f"command_feedback ({', '.join(fb.axes)}) reads {missing}, which "
+                            f"the {self.cfg.interface} interface does not provide")
         unknown = set(contract.commands) - set(COMMAND_INPUTS)
         if unknown:
             problems.append(f"commands {sorted(unknown)} have no input topic (known: "

@@ -2,7 +2,8 @@
 
 `act(signals)` is what one control period does on a robot and in `simreal eval`: build the
 observation from named signals, infer, clip, map to actuator commands. It keeps the last
-action itself (the `last_action` term), per row of a batch.
+action itself (the `last_action` term), per row of a batch, and the contract's command
+feedback (deploy/feedback.py), which trims the velocity command the policy sees.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from simreal.deploy.actions import ActionMapper
+from simreal.deploy.feedback import FeedbackLoop
 from simreal.deploy.observation import ObservationBuilder
 from simreal.deploy.policy import OnnxPolicy
 from simreal.deploy.terms import Signals
@@ -25,10 +27,17 @@ class PolicyRunner:
                                           dt=1.0 / self.contract.control_rate_hz)
         self.mapper = ActionMapper(self.contract.action)
         self.last_action = np.zeros((batch, self.contract.action_dim), dtype=np.float32)
+        fb = self.contract.command_feedback
+        self.feedback = (FeedbackLoop(fb, self.contract.commands["velocity_command"],
+                                      1.0 / self.contract.control_rate_hz, batch)
+                         if fb is not None else None)
         self.last_obs: np.ndarray | None = None  # what `warm()` re-infers
 
     def act(self, signals: Signals) -> tuple[np.ndarray, np.ndarray]:
         """(clipped policy action, actuator command) for this period's signals."""
+        if self.feedback is not None:
+            signals = {**signals, "velocity_command": self.feedback(
+                signals["velocity_command"], signals)}
         obs = self.builder.build({**signals, "last_action": self.last_action})
         self.last_obs = obs
         action = self.mapper.clip(self.policy(obs))
@@ -44,6 +53,8 @@ class PolicyRunner:
     def reset(self, mask: np.ndarray | None = None) -> None:
         """Start over (rows in `mask`, or all): no history, no last action."""
         self.builder.reset(mask)
+        if self.feedback is not None:
+            self.feedback.reset(mask)
         if mask is None:
             self.last_action[:] = 0.0
         else:

@@ -139,3 +139,9 @@ def term_reads(term: Any) -> tuple[str, ...]:
 def reads_of(terms: Iterable[Any]) -> frozenset[str]:
     """Every signal a list of contract observation terms reads."""
     return frozenset(sig for t in terms for sig in term_reads(t))
+
+
+def contract_reads(contract: Any) -> frozenset[str]:
+    """Every robot signal a policy contract needs: its terms' and its command feedback's."""
+    fb = contract.command_feedback
+    return reads_of(contract.observations) | frozenset(fb.reads() if fb is not None else ())

@@ -13,8 +13,10 @@ in stance is judged from the legs alone, so that every interface (a JointState a
 message, or a Go2 LowState) can give it: the loaded legs, each weighted by softmax(sum of
 its joints' |torque| / stance_torque), or (`stance_sigma`) the feet lowest along gravity,
 weighted by exp(-(height above the lowest foot) / stance_sigma), which the encoders' noise
-upsets (a few mm of height: measured in sim/legs.py). The contact point is the bottom of the
-foot's sphere along gravity, a point of the rolling foot that is still in stance.
+upsets (a few mm of height: measured in sim/legs.py), or both (the exponents add: on damped
+joints swing legs carry torque too, and height tells them apart; sim/legs.py). The contact
+point is the bottom of the foot's sphere along gravity, a point of the rolling foot that is
+still in stance.
 
 The simulator (on the noisy, aged signals the actor sees) and the deploy runtime (on the
 robot's) compute it with this function and the leg model that the policy contract carries
@@ -89,7 +91,7 @@ def leg_odometry_velocity(legs: Any, joint_pos: Array, joint_vel: Array,
     """The trunk's velocity (..., 3), m/s in the base frame, from joint angles, rates and
     torques (..., n) in policy order, the gyro (..., 3, base frame) and the IMU quaternion
     (..., 4). `legs`: a LegModel (chains: joints, origins, axes, foot, radius; the stance
-    rule: stance_torque, which needs joint_effort, or stance_sigma)."""
+    rule: stance_torque, which needs joint_effort, stance_sigma, or both)."""
     xp = namespace(joint_pos, joint_vel, angular_velocity, orientation)
     t = _tables(legs)
     columns, mask, origins, axes, skew, skew2, foot, radius = t.cast(xp, joint_pos)
@@ -122,12 +124,13 @@ def leg_odometry_velocity(legs: Any, joint_pos: Array, joint_vel: Array,
     for r, p in zip(rates[1:], pivots[1:], strict=True):
         point_vel = point_vel + cross(xp, r, contact - p)
     vel = -(cross(xp, angular_velocity[..., None, :], contact) + point_vel)
+    load = 0.0
     if t.torque is not None:  # the loaded legs
         if joint_effort is None:
             raise ValueError("leg odometry with stance_torque needs the joint torques")
         tau = xp.take(joint_effort, flat, axis=-1)
         load = xp.sum(xp.abs(xp.reshape(tau, shape)) * mask, axis=-1) / t.torque
-    else:  # the lowest feet: how far down along gravity
-        load = xp.sum(contact * down[..., None, :], axis=-1) / t.sigma
+    if t.sigma is not None:  # the lowest feet: how far down along gravity
+        load = load + xp.sum(contact * down[..., None, :], axis=-1) / t.sigma
     weight = xp.exp(load - xp.max(load, axis=-1, keepdims=True))
     return xp.sum(vel * weight[..., None], axis=-2) / xp.sum(weight, axis=-1, keepdims=True)

@@ -20,6 +20,14 @@ from simreal.robots import Robot
 # height noise from the encoders' 0.01 rad lets swing feet count (noise-free, 2 mm gave -0.07)
 STANCE_TORQUE = 2.0
 STANCE_SIGMA = 0.002  # m, the height rule
+# both (`torque_height`): softmax(sum |torque| / 2 N m + height below the highest foot / 5 mm).
+# On damped joints the swing legs carry torque too and the load rule reads low: measured with
+# the walking policy of tests/assets (sim2sim, 2 x 8 s, the task's sensor noise; mean read /
+# true forward speed, m/s) at vx 0.5: robots/go2 0.500 / 0.492 (load / both) for 0.505;
+# tests/assets/go2_other.xml 0.190 / 0.224 for 0.233; the hard variant 0.183 / 0.234 for
+# 0.275; at vx -0.5 on go2: -0.483 / -0.491 for -0.537 (3 mm: 0.483, 0.224, 0.244; 1 cm:
+# 0.500, 0.216, 0.218)
+STANCE_SIGMA_BOTH = 0.005
 
 
 class LegModelError(ValueError):
@@ -30,7 +38,8 @@ def leg_model(model: mujoco.MjModel, robot: Robot, stance: str = "torque") -> Le
     """Each foot's chain of hinge joints from the base body down to its foot geom (a sphere),
     with the joints' columns in policy order. Bodies must be parallel to their parents at
     zero joint angles (no `quat`), as on the Go2; a body without a joint adds its offset.
-    `stance`: the stance rule, "torque" (STANCE_TORQUE) or "height" (STANCE_SIGMA)."""
+    `stance`: the stance rule, "torque" (STANCE_TORQUE), "height" (STANCE_SIGMA) or both,
+    "torque_height" (STANCE_TORQUE, STANCE_SIGMA_BOTH)."""
     spec = robot.spec
     columns = {j.name: i for i, j in enumerate(spec.joints)}
     base = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, spec.base_body)
@@ -83,4 +92,6 @@ def leg_model(model: mujoco.MjModel, robot: Robot, stance: str = "torque") -> Le
         return LegModel(chains=chains, stance_torque=STANCE_TORQUE)
     if stance == "height":
         return LegModel(chains=chains, stance_sigma=STANCE_SIGMA)
-    raise LegModelError(f"stance rule {stance!r}: 'torque' or 'height'")
+    if stance == "torque_height":
+        return LegModel(chains=chains, stance_torque=STANCE_TORQUE, stance_sigma=STANCE_SIGMA_BOTH)
+    raise LegModelError(f"stance rule {stance!r}: 'torque', 'height' or 'torque_height'")

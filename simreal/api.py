@@ -6,13 +6,13 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 from simreal.core.config import read_yaml_mapping, validate_model
 from simreal.core.jsonout import json_text
-from simreal.deploy.contract import ContractError
+from simreal.deploy.contract import ContractError, PolicyContract
 from simreal.robots.registry import get_robot
 from simreal.sim.registry import get_task
 from simreal.train.checkpoint import CheckpointError, load, newest_intact, write_text_atomic
@@ -325,10 +325,23 @@ def _runner(config: dict[str, Any], env, run_dir: Path | None):
     return spec.runner()(env, algo_cfg, run_dir, config["seed"], config)
 
 
-def export(checkpoint: str | Path, out: str | Path) -> Path:
-    """policy.onnx from a checkpoint: the deterministic actor with its normalizer and contract."""
-    from simreal.train.export import export_onnx
+def export(checkpoint: str | Path, out: str | Path,
+           feedback: dict[str, Any] | None | Literal["keep"] = "keep") -> Path:
+    """policy.onnx from a checkpoint: the deterministic actor with its normalizer and contract.
+    `feedback`: the contract's command feedback (a legged task's `command_feedback` settings,
+    deploy/feedback.py), None for none, "keep" for the task's. From a policy already exported
+    (.onnx) only the feedback changes: the same graph, another contract."""
+    from simreal.train.export import export_onnx, rewrite_contract
 
+    if str(checkpoint).endswith(".onnx"):
+        if feedback == "keep":
+            raise ValueError(f"{checkpoint}: an exported policy is re-exported only to change its "
+                             "command feedback: give --command-feedback (or a checkpoint)")
+        from simreal.deploy.policy import OnnxPolicy
+
+        contract = OnnxPolicy(checkpoint).contract
+        return rewrite_contract(checkpoint, _with_feedback(contract, feedback, str(checkpoint)),
+                                out)
     ckpt = load(checkpoint)
     cfg = ckpt["config"]
     env = make_env(ckpt["task"], 1, 0, cfg.get("task_config"), cfg.get("robot"))
@@ -338,7 +351,23 @@ def export(checkpoint: str | Path, out: str | Path) -> Path:
     except (RuntimeError, KeyError, ValueError) as exc:
         raise CheckpointError(f"{checkpoint}: weights do not fit task {ckpt['task']!r}: "
                               f"{exc}") from None
-    return export_onnx(runner.exportable_actor(), env.contract(), out)
+    contract = env.contract()
+    if feedback != "keep":
+        contract = _with_feedback(contract, feedback, str(checkpoint))
+    return export_onnx(runner.exportable_actor(), contract, out)
+
+
+def _with_feedback(contract: Any, feedback: dict[str, Any] | None, source: str) -> Any:
+    """`contract` with its command feedback replaced (a legged task's `command_feedback`
+    settings); forward and lateral axes measure with a leg model of the robot's MJCF."""
+    from simreal.sim.tasks.legged import FeedbackConfig, feedback_spec
+
+    if feedback is None:
+        return contract.model_copy(update={"command_feedback": None})
+    settings = validate_model(feedback, FeedbackConfig, f"{source}: command_feedback")
+    fb = feedback_spec(get_robot(contract.robot), settings)
+    return PolicyContract.model_validate({**contract.model_dump(),
+                                          "command_feedback": fb.model_dump()})
 
 
 def evaluate(policy: str | Path, task: str | None = None, episodes: int = 100,

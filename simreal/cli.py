@@ -148,8 +148,20 @@ def build_parser() -> argparse.ArgumentParser:
                         "ranges from the fit (docs/CALIBRATION.md)")
 
     e = sub.add_parser("export", help="export a checkpoint to ONNX with its policy contract")
-    e.add_argument("checkpoint", help="a run's checkpoint (.pt)")
+    e.add_argument("checkpoint", help="a run's checkpoint (.pt), or an exported policy (.onnx) "
+                                      "whose command feedback is to change")
     e.add_argument("--out", required=True, help="the ONNX file to write")
+    e.add_argument("--command-feedback", metavar="AXES",
+                   help="the deploy runtime's integral trim of the velocity command on these "
+                        "axes, comma-separated: wz (yaw rate, by the gyro), vx, vy (speed, by "
+                        "leg odometry); 'auto' (all three where leg odometry models the legs, "
+                        "else wz); 'none' for none (docs/SIM2SIM.md); default: the task's")
+    e.add_argument("--feedback-gain", type=float, metavar="PER_S",
+                   help="its integral gain, 1/s (default 1.0)")
+    e.add_argument("--feedback-limit", type=float, metavar="M_S",
+                   help="the largest forward or lateral trim, m/s (default 0.25)")
+    e.add_argument("--feedback-yaw-limit", type=float, metavar="RAD_S",
+                   help="the largest yaw-rate trim, rad/s (default 0.5)")
 
     v = sub.add_parser("eval", help="evaluate an ONNX policy through the deploy runtime")
     v.add_argument("policy", help="the ONNX policy")
@@ -488,7 +500,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
                             device=args.device, calibration=args.calibration)
         print(json_text(summary), file=out)
     elif args.command == "export":
-        print(api.export(args.checkpoint, args.out), file=out)
+        print(api.export(args.checkpoint, args.out,
+                         _feedback(args)), file=out)
     elif args.command == "play":
         from simreal.play import play
 
@@ -517,6 +530,28 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
                              _perturbations(args.perturb), args.episode_s)
         _print_result(result, args.json, out)
     return 0
+
+
+def _feedback(args: argparse.Namespace) -> Any:
+    """export's --command-feedback: "keep" (not given), None ('none') or its settings."""
+    axes = args.command_feedback
+    given = {k: v for k, v in (("gain", args.feedback_gain), ("limit", args.feedback_limit),
+                               ("yaw_limit", args.feedback_yaw_limit)) if v is not None}
+    if axes is None:
+        if given:
+            raise ValueError("--feedback-gain and the limits set --command-feedback's loop: "
+                             "give --command-feedback AXES")
+        return "keep"
+    if axes.strip().lower() == "none":
+        return None
+    if axes.strip().lower() == "auto":
+        return {"axes": "auto", **given}
+    names = [a.strip() for a in axes.split(",") if a.strip()]
+    bad = [a for a in names if a not in ("vx", "vy", "wz")]
+    if bad or not names:
+        raise ValueError(f"--command-feedback {axes!r}: comma-separated axes of vx, vy, wz "
+                         "(or 'auto', 'none')")
+    return {"axes": names, **given}
 
 
 def _commands(path: str | None) -> list[Any] | None:

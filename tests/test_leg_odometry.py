@@ -71,7 +71,8 @@ def test_each_legs_estimate_is_the_trunks_velocity_less_its_contact_points(go2):
             np.testing.assert_allclose(got, expected, atol=1e-9)
 
 
-@pytest.mark.parametrize("rule", [{"stance_torque": 2.0}, {"stance_sigma": 0.002}])
+@pytest.mark.parametrize("rule", [{"stance_torque": 2.0}, {"stance_sigma": 0.002},
+                                  {"stance_torque": 2.0, "stance_sigma": 0.005}])
 def test_the_stance_average_weights_the_standing_feet(go2, rule):
     """Two feet down and loaded, two raised and unloaded: the estimate is the planted feet's
     (the swinging ones' motion does not count), by either stance rule, from numpy and from
@@ -95,11 +96,26 @@ def test_the_stance_average_weights_the_standing_feet(go2, rule):
             leg_odometry_velocity(legs, q, dq, gyro, quat)
 
 
-def test_a_leg_model_has_one_stance_rule(go2):
-    chains = go2[2].chains
-    for rule in ({}, {"stance_torque": 2.0, "stance_sigma": 0.002}):
-        with pytest.raises(ValueError, match="one of stance_torque and stance_sigma"):
-            LegModel(chains=chains, **rule)
+def test_a_leg_model_has_a_stance_rule(go2):
+    with pytest.raises(ValueError, match="give stance_torque, stance_sigma or both"):
+        LegModel(chains=go2[2].chains)
+
+
+def test_height_tells_a_loaded_swing_leg_from_a_standing_one(go2):
+    """On damped joints a swinging leg carries torque as a standing one does: by load alone it
+    counts as standing and pulls the estimate; load and height together discount it."""
+    robot, _, legs = go2
+    q = np.array([j.default for j in robot.spec.joints])
+    q[[1, 10]] += 0.6  # FR and RL swing forward, raised
+    dq = np.zeros(12)
+    dq[[1, 10]] = 8.0
+    tau = np.full(12, 10.0)  # every leg loaded alike
+    args = (q, dq, np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0]), tau)
+    by_load = leg_odometry_velocity(LegModel(chains=legs.chains, stance_torque=2.0), *args)
+    both = leg_odometry_velocity(
+        LegModel(chains=legs.chains, stance_torque=2.0, stance_sigma=0.005), *args)
+    assert np.linalg.norm(by_load) > 1.0  # half the swing feet's speed
+    np.testing.assert_allclose(both, 0.0, atol=1e-3)  # the planted feet's
 
 
 def test_a_foot_that_is_not_a_sphere_is_refused(go2):

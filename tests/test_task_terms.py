@@ -124,6 +124,12 @@ def test_the_velocity_task_runs_a_second_quadruped_from_its_description(quad8_ta
     assert c.task == "quad8-flat" and c.actuators == env.robot.actuator_names
     assert c.obs_dim == 9 + 3 * 8  # gyro, gravity, command; joint pos, vel, last action
     assert c.action.offset == [0.8, -1.5] * 4
+    # its robot.yaml names no foot geoms, so leg odometry cannot model its legs: the default
+    # command feedback trims the yaw rate alone, and asking for speed feedback is refused
+    assert c.command_feedback is not None and c.command_feedback.axes == ["wz"]
+    with pytest.raises(ValueError, match="needs its 'geom'.*--command-feedback wz"):
+        make_env(quad8_task, 1, 0, config={**QUAD8_CONFIG,
+                                           "command_feedback": {"axes": ["vx", "wz"]}})
     obs = env.reset()
     assert obs["policy"].shape == (4, 33)
     assert obs["critic"].shape[1] == 33 + env.privileged().shape[1]

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from simreal.deploy.contract import CONTRACT_KEY, PolicyContract
+from simreal.deploy.policy import OnnxPolicy
 
 
 class ExportError(ValueError):
@@ -62,5 +63,26 @@ def export_onnx(actor: nn.Module, contract: PolicyContract, out: str | Path) -> 
         raise ExportError(f"{out}: not written: the policy outputs non-finite actions on a "
                           f"probe batch ({int((~np.isfinite(actions)).any(axis=1).sum())} of "
                           f"{len(actions)} observations); its weights or normalizer diverged")
+    tmp.replace(out)
+    return out
+
+
+def rewrite_contract(policy: str | Path, contract: PolicyContract, out: str | Path) -> Path:
+    """A copy of an exported policy with another contract (the same graph): how a runtime
+    setting such as `command_feedback` is given to a policy already exported. The graph's
+    input and output are the contract's and must not change."""
+    policy, out = Path(policy), Path(out)
+    old = OnnxPolicy(policy).contract
+    same = ("observations", "action", "actuators", "input_name", "output_name")
+    changed = [k for k in same if getattr(old, k) != getattr(contract, k)]
+    if changed:
+        raise ExportError(f"{policy}: the graph fixes {changed}; only runtime settings change")
+    model = onnx.load(str(policy))
+    for entry in model.metadata_props:
+        if entry.key == CONTRACT_KEY:
+            entry.value = contract.to_json()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    onnx.save(model, str(tmp))
     tmp.replace(out)
     return out

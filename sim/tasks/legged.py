@@ -43,6 +43,7 @@ float32 copy of sensordata, views into it, and no host syncs but the resample/re
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, Literal
 
@@ -52,14 +53,22 @@ from pydantic import Field, model_validator
 
 from simreal.core.config import StrictModel
 from simreal.core.spatial import GRAVITY, quat_mul, quat_to_matrix, wrap_angle, yaw_of
-from simreal.deploy.contract import ActionSpec, CommandRange, ObsTerm, PolicyContract
+from simreal.deploy.contract import (
+    ActionSpec,
+    CommandFeedback,
+    CommandRange,
+    ObsTerm,
+    PolicyContract,
+)
 from simreal.robots import Robot
 from simreal.sim.actuators import PDActuators, check_physics
 from simreal.sim.backend import compile_model
 from simreal.sim.delays import SensorHistory
-from simreal.sim.legs import leg_model
+from simreal.sim.legs import LegModelError, leg_model
 from simreal.sim.rewards import State, action_rate
 from simreal.sim.vec_env import Curriculum, NoiseStd, TaskConfig, VecEnv, Weights
+
+log = logging.getLogger(__name__)
 
 # what `simreal train go2-flat` uses unless told otherwise. Measured on 2 cores, seed 0: PPO
 # walks (lin_vel_error 0.145 m/s, 1% falls over 100 20 s episodes) after 8.7M steps (693 s),
@@ -203,6 +212,48 @@ class RandomizationCurriculum(Curriculum):
     start: dict[str, Range]
 
 
+class FeedbackConfig(StrictModel):
+    """The deploy runtime's integral trim of the velocity command (deploy/feedback.py),
+    written into the contract; training itself does not see it."""
+
+    # "auto": all three where leg odometry can model the robot's legs (sim/legs.py: sphere
+    # feet named in robot.yaml), else the yaw rate alone (logged)
+    axes: list[Literal["vx", "vy", "wz"]] | Literal["auto"] = Field(default="auto",
+                                                                   min_length=1)
+    gain: float = Field(default=1.0, gt=0)  # 1/s
+    filter_s: float = Field(default=0.3, gt=0)  # s, low-pass of the measured velocity
+    limit: float = Field(default=0.25, gt=0)  # m/s, the largest forward or lateral trim
+    yaw_limit: float = Field(default=0.5, gt=0)  # rad/s, the largest yaw-rate trim
+    # leg odometry's stance rule for vx, vy (sim/legs.py: load and height read truest on
+    # damped joints)
+    stance: Literal["torque", "height", "torque_height"] = "torque_height"
+
+
+def feedback_spec(robot: Robot, fb: FeedbackConfig | None) -> CommandFeedback | None:
+    """The contract's command feedback, its leg model built now (before training, not at
+    export): "auto" falls back to the yaw rate on legs leg odometry cannot model; axes that
+    name vx or vy are refused on them."""
+    if fb is None:
+        return None
+    settings: dict[str, Any] = fb.model_dump(exclude={"stance"})
+    if fb.axes == "auto":
+        try:
+            settings["legs"] = leg_model(compile_model(robot.mjcf_path), robot, fb.stance)
+            settings["axes"] = ["vx", "vy", "wz"]
+        except LegModelError as exc:
+            log.info("command feedback on the yaw rate only: %s", exc)
+            settings["axes"] = ["wz"]
+    elif {"vx", "vy"} & set(fb.axes):
+        try:
+            settings["legs"] = leg_model(compile_model(robot.mjcf_path), robot, fb.stance)
+        except LegModelError as exc:
+            raise LegModelError(
+                f"{exc}; command feedback on vx or vy measures speed by leg odometry: give the "
+                "yaw rate only ('task.command_feedback.axes=[wz]', --command-feedback wz), "
+                "'auto', or none ('task.command_feedback=null')") from None
+    return CommandFeedback(**settings)
+
+
 class LeggedConfig(TaskConfig):
     episode_s: float = 20.0
     tilt_limit_deg: float = 60.0
@@ -221,7 +272,11 @@ class LeggedConfig(TaskConfig):
     # filter); None: not seen. A blind actor's speed is otherwise open-loop (docs/SIM2SIM.md)
     leg_odometry_tau: float | None = Field(default=None, gt=0)
     # which feet it counts as standing: the loaded legs (joint torques) or the lowest feet
-    leg_odometry_stance: Literal["torque", "height"] = "torque"
+    leg_odometry_stance: Literal["torque", "height", "torque_height"] = "torque"
+    # a loop the deploy runtime closes on the velocity command (yaw rate from the gyro; speed
+    # from leg odometry); None: the policy's command as given (docs/SIM2SIM.md, "Command
+    # feedback": on by default since 2026-12-07)
+    command_feedback: FeedbackConfig | None = FeedbackConfig()
     success_lin_vel_error: float = 0.15  # m/s, for an episode's success (and no fall)
     commands: CommandConfig = CommandConfig()
     init: InitConfig = InitConfig()
@@ -285,6 +340,7 @@ class LeggedVelocity(VecEnv):
         self._legs = (leg_model(compile_model(robot.mjcf_path), robot,
                                 cfg.leg_odometry_stance)
                       if cfg.leg_odometry_tau is not None else None)
+        self._feedback_spec = feedback_spec(robot, cfg.command_feedback)
         super().__init__(robot, cfg, num_envs, seed, backend=backend, device=device)
         self.backend = self.make_backend(robot.mjcf_path, nthread, model=self._build_model())
         b, n = self.backend, num_envs
@@ -497,6 +553,7 @@ class LeggedVelocity(VecEnv):
             commands={"velocity_command": CommandRange(
                 low=[c.lin_vel_x[0], c.lin_vel_y[0], -c.yaw_rate_limit],
                 high=[c.lin_vel_x[1], c.lin_vel_y[1], c.yaw_rate_limit])},
+            command_feedback=self._feedback_spec,
         )
 
     # --- signals ----------------------------------------------------------------------------

@@ -218,6 +218,7 @@ def test_thirty_percent_drop(go2, go2_walk, tmp_path):
     _kept_walking(report, 0.2)
 
 
+@WALK_RERUNS
 def test_twenty_ms_delay_with_jitter(go2, go2_walk, tmp_path):
     report = _run(go2, go2_walk, tmp_path / "run", HIL / "walk.yaml", HIL / "delay20.yaml")
     _standing_checks_hold(report)
@@ -236,10 +237,13 @@ def test_twenty_ms_delay_with_jitter(go2, go2_walk, tmp_path):
     received = sorted(r for r in rows if r[1] != r[0])
     assert len(received) > 100
     assert all(b[1] >= a[1] for a, b in zip(received, received[1:], strict=False))
-    # the policy (trained without latency) stays up and in RUN, but its speed under ~50 ms from
-    # state to command is its own, not the harness's: 0.01 to 0.30 m/s in runs here
+    # about 50 ms from state to command, past training's 0-30 ms: the gait alone ran ~0.67 m/s
+    # for 0.5 here (error 0.17); the contract's command feedback trims it back (0.51 m/s, error
+    # 0.079 measured 2026-12-07; docs/HIL.md), inside walk.yaml's 0.15
     _kept_walking(report, None)
     assert report["metrics"]["velocity"]["samples"] > 400
+    assert report["metrics"]["velocity"]["mean_error_m_s"] < 0.15
+    assert _check(report, "velocity")["passed"] is True
 
 
 def test_nan_burst(crazyflie, tmp_path):
@@ -354,9 +358,9 @@ def test_go2_native_node_restart_clock_jump_duplicates_reordering(go2, go2_stand
 @WALK_RERUNS
 def test_go2_walks_forward_at_half_a_metre_per_second(go2, go2_walk, tmp_path):
     report = _run(go2, go2_walk, tmp_path / "run", HIL / "walk.yaml")
-    # the asset's own tracking at 0.5 m/s is 0.069 m/s mean error (simreal eval --tracking,
-    # tests/assets/README.md): the node must not add more than a few cm/s to it
-    assert report["metrics"]["velocity"]["mean_error_m_s"] < 0.2
+    # the asset's own tracking at 0.5 m/s is 0.062 m/s mean error (simreal eval --tracking,
+    # with its command feedback; docs/SIM2SIM.md): the node must not add more than a few cm/s
+    assert report["metrics"]["velocity"]["mean_error_m_s"] < 0.15
     assert report["passed"], [c for c in report["checks"] if c["passed"] is False]
 
 

@@ -123,11 +123,12 @@ class CommandFeedback(_Strict):
         return self
 
     def reads(self) -> tuple[str, ...]:
-        """The robot signals the loop measures with."""
+        """The robot signals the loop needs. Joint torques are not among them: a state without
+        them (a JointState whose effort is empty) leaves the speed trim where it is and the
+        yaw trim working (deploy/feedback.py)."""
         if self.legs is None or not {"vx", "vy"} & set(self.axes):
             return ("angular_velocity",)
-        effort = ("joint_effort",) if self.legs.stance_torque is not None else ()
-        return ("angular_velocity", "orientation", "joint_pos", "joint_vel", *effort)
+        return ("angular_velocity", "orientation", "joint_pos", "joint_vel")
 
 
 class PolicyContract(_Strict):

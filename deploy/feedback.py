@@ -13,6 +13,8 @@ velocity matches the user's command:
 per axis named in the contract's `command_feedback` (deploy/contract.py): the yaw rate from
 the gyro (exact on any robot), forward and lateral speed from leg odometry (robots/legs.py,
 which reads the legs' joint states and torques: its scale varies with the feet and joints).
+A state without joint torques (many drivers leave JointState.effort empty) cannot tell the
+loaded legs: that period the speed trim holds and only the yaw trim moves.
 The same code runs in `simreal eval`, sim2sim, HIL and on the robot.
 """
 
@@ -40,30 +42,37 @@ class FeedbackLoop:
         self.correction = np.zeros((batch, 3))
         self._fresh = np.ones(batch, dtype=bool)  # no measurement yet: start the filter there
         self._linear = bool({"vx", "vy"} & set(spec.axes))
+        self._needs_effort = self._linear and spec.legs.stance_torque is not None
         self.limit = np.array([spec.limit, spec.limit, spec.yaw_limit])[self.axes]
+        keep = self.axes == 2
+        self.yaw_axes, self.yaw_limit = self.axes[keep], self.limit[keep]
 
-    def measure(self, signals: Signals) -> np.ndarray:
-        """(batch, 3): forward, lateral (m/s, base frame) and yaw rate (rad/s)."""
+    def measure(self, signals: Signals) -> tuple[np.ndarray, bool]:
+        """(batch, 3): forward, lateral (m/s, base frame) and yaw rate (rad/s); and whether
+        the speeds were measured."""
         gyro = np.asarray(signals["angular_velocity"], dtype=np.float64).reshape(-1, 3)
         out = np.zeros((gyro.shape[0], 3))
         out[:, 2] = gyro[:, 2]
-        if self._linear:
+        speed = self._linear and not (self._needs_effort and signals.get("joint_effort") is None)
+        if speed:
             v = leg_odometry_velocity(self.spec.legs, signals["joint_pos"], signals["joint_vel"],
                                       signals["angular_velocity"], signals["orientation"],
                                       signals.get("joint_effort"))
             out[:, :2] = np.asarray(v, dtype=np.float64).reshape(-1, 3)[:, :2]
-        return out
+        return out, speed
 
     def __call__(self, command: np.ndarray, signals: Signals) -> np.ndarray:
         """The command the policy sees this period, from the user's and this period's
         measurement; same shape and dtype as `command`."""
         cmd = np.asarray(command, dtype=np.float64).reshape(-1, 3)
-        measured = self.measure(signals)
+        measured, speed = self.measure(signals)
+        ax, lim = (self.axes, self.limit) if speed else (self.yaw_axes, self.yaw_limit)
+        if not speed:  # no speed this period: the filter keeps its speeds, the trim its value
+            measured[:, :2] = self.filtered[:, :2]
         fresh = self._fresh
         self.filtered[fresh] = measured[fresh]
         self.filtered[~fresh] += self.alpha * (measured[~fresh] - self.filtered[~fresh])
         self._fresh[:] = False
-        ax, lim = self.axes, self.limit
         error = cmd[:, ax] - self.filtered[:, ax]
         self.correction[:, ax] = np.clip(self.correction[:, ax] + self.step * error, -lim, lim)
         seen = np.clip(cmd + self.correction, self.low, self.high)

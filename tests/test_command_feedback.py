@@ -167,3 +167,25 @@ def test_export_cli_adds_and_refuses_feedback(tmp_path, capsys):
     assert main(["export", str(WALK), "--out", str(tmp_path / "x.onnx")]) == 2
     assert "--command-feedback" in capsys.readouterr().err
     assert not (tmp_path / "x.onnx").exists()
+
+
+def test_without_joint_torques_the_speed_trim_holds_and_the_yaw_trim_moves():
+    """A JointState with an empty effort (many drivers): the load-and-height stance rule
+    cannot tell the loaded legs, so the speed trim holds; the loop does not ask the
+    interface for torques."""
+    legs = OnnxPolicy(WALK).contract.command_feedback.legs
+    spec = CommandFeedback(axes=["vx", "wz"], gain=1.0, legs=legs)
+    assert "joint_effort" not in spec.reads()
+    loop = FeedbackLoop(spec, RANGE, DT)
+    q = np.array([[j.default for j in get_robot("go2").spec.joints]], dtype=np.float32)
+    signals = {"orientation": np.array([[1.0, 0, 0, 0]], dtype=np.float32),
+               "angular_velocity": np.zeros((1, 3), dtype=np.float32),
+               "joint_pos": q, "joint_vel": np.zeros((1, 12), dtype=np.float32)}
+    command = np.array([[0.5, 0.0, 0.5]], dtype=np.float32)
+    for _ in range(10):
+        seen = loop(command, signals)
+    assert seen[0, 0] == pytest.approx(0.5) and seen[0, 2] > 0.55
+    signals["joint_effort"] = np.ones((1, 12), dtype=np.float32)  # torques again: it trims
+    for _ in range(10):
+        seen = loop(command, signals)
+    assert seen[0, 0] > 0.55

@@ -236,17 +236,16 @@ def feedback_spec(robot: Robot, fb: FeedbackConfig | None) -> CommandFeedback | 
     if fb is None:
         return None
     settings: dict[str, Any] = fb.model_dump(exclude={"stance"})
-    if fb.axes == "auto":
-        try:
-            settings["legs"] = leg_model(compile_model(robot.mjcf_path), robot, fb.stance)
-            settings["axes"] = ["vx", "vy", "wz"]
-        except LegModelError as exc:
-            log.info("command feedback on the yaw rate only: %s", exc)
-            settings["axes"] = ["wz"]
-    elif {"vx", "vy"} & set(fb.axes):
+    auto = fb.axes == "auto"
+    if auto:
+        settings["axes"] = ["vx", "vy", "wz"]
+    if {"vx", "vy"} & set(settings["axes"]):
         try:
             settings["legs"] = leg_model(compile_model(robot.mjcf_path), robot, fb.stance)
         except LegModelError as exc:
+            if auto:
+                log.info("command feedback on the yaw rate only: %s", exc)
+                return CommandFeedback(**{**settings, "axes": ["wz"]})
             raise LegModelError(
                 f"{exc}; command feedback on vx or vy measures speed by leg odometry: give the "
                 "yaw rate only ('task.command_feedback.axes=[wz]', --command-feedback wz), "

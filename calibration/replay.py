@@ -42,7 +42,7 @@ from simreal.calibration.logs import ExperimentLog, LogError
 from simreal.calibration.params import ParamSet
 from simreal.hil.robot import HOLD_ARMATURE, LEGGED_PD_DT
 from simreal.robots import Robot
-from simreal.sim.backend import compile_model
+from simreal.sim.mjcf import compile_model
 
 NTHREAD = 2
 REST_AVERAGE_S = 0.2  # s: JointReplay's start pose, averaged over the end of a rest

@@ -976,8 +976,9 @@ def log_messages(data: RunData, truth_names: list[str]) -> list[LogMessage]:
 
 
 # --- all of it ---------------------------------------------------------------------------------
-def analyze(setup: Any, times: dict[str, Any]) -> dict[str, Any]:
-    from simreal.hil import plots
+def analyze(setup: Any, times: dict[str, Any], plots: bool = True) -> dict[str, Any]:
+    """The report (DIR/report.json), and the figures unless `plots` is False (matplotlib
+    takes seconds a run: the tests draw them in one run only)."""
 
     data = load(setup.work, times.get("t0_wall_ns"))
     counts = account(data, in_flight_s(setup.faults))
@@ -1057,7 +1058,10 @@ def analyze(setup: Any, times: dict[str, Any]) -> dict[str, Any]:
         "files": {"mcap": "run.mcap"},
         "out": str(setup.out),
     }
-    report["files"].update(plots.write_all(setup, data, truth, runs, lat))
+    if plots:
+        from simreal.hil.plots import write_all
+
+        report["files"].update(write_all(setup, data, truth, runs, lat))
     report = _strict_json(report)
     tmp = setup.out / "report.json.tmp"
     tmp.write_text(json.dumps(report, indent=1, allow_nan=False))

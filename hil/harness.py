@@ -471,10 +471,14 @@ class Harness:
                        domain_id=s.domain_id, network=s.network, real_robot=s.real_robot)
         inputs = None
         try:
-            if not s.real_robot:
-                self.start_robot().wait_for("ready", STARTUP_TIMEOUT_S)
+            # both processes start at once (their imports and set-up overlap); the node only
+            # commands once the robot's state reaches it
+            robot = None if s.real_robot else self.start_robot()
             inputs = _Inputs(s, self.rec, self.env)
-            self.start_node().wait_for("ready", STARTUP_TIMEOUT_S)
+            node = self.start_node()
+            if robot is not None:
+                robot.wait_for("ready", STARTUP_TIMEOUT_S)
+            node.wait_for("ready", STARTUP_TIMEOUT_S)
             self._say(f"robot and node up (DDS domain {s.domain_id}, "
                       f"{'network' if s.network else 'loopback only'})")
             self._wait_start(inputs)
@@ -588,9 +592,10 @@ class Harness:
 def run_hil(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | None = None,
             faults: str | Path | FaultPlan | None = None, out: str | Path | None = None,
             domain_id: int | None = None, network: bool = False, real_robot: bool = False,
-            interface: str | None = None, progress: bool = True) -> dict[str, Any]:
-    """Run one HIL scenario and write DIR/run.mcap, DIR/report.json and the plots; returns the
-    report."""
+            interface: str | None = None, progress: bool = True,
+            plots: bool = True) -> dict[str, Any]:
+    """Run one HIL scenario and write DIR/run.mcap, DIR/report.json and (unless `plots` is
+    False) the plots; returns the report."""
     from simreal.hil.analysis import analyze
 
     setup = prepare(robot, policy, scenario, faults, out, domain_id, network, real_robot,
@@ -598,12 +603,12 @@ def run_hil(robot: Robot, policy: str | Path, scenario: str | Path | Scenario | 
     harness = Harness(setup, progress)
     times = harness.run()
     if progress:
-        print("simreal hil: writing the MCAP log, the report and the plots", file=sys.stderr,
-              flush=True)
-    return analyze(setup, times)
+        what = "the report and the plots" if plots else "the report"
+        print(f"simreal hil: writing the MCAP log, {what}", file=sys.stderr, flush=True)
+    return analyze(setup, times, plots)
 
 
-def reanalyze(out: str | Path, progress: bool = False) -> dict[str, Any]:
+def reanalyze(out: str | Path, progress: bool = False, plots: bool = True) -> dict[str, Any]:
     """Analyze a finished run directory again (its records are kept in DIR/logs)."""
     from simreal.hil.analysis import analyze
     from simreal.hil.record import EVENT, read_records
@@ -619,4 +624,4 @@ def reanalyze(out: str | Path, progress: bool = False) -> dict[str, Any]:
                      FaultPlan.model_validate(run["faults"]), out, run["domain_id"],
                      run["network"], run["real_robot"])
     return analyze(setup, {"t0_monotonic": t0.get("t0_monotonic"),
-                           "t0_wall_ns": t0.get("t0_wall_ns")})
+                           "t0_wall_ns": t0.get("t0_wall_ns")}, plots)

@@ -51,7 +51,7 @@ from simreal.deploy.registry import UnknownInterfaceError, build_interface, flav
 from simreal.hil.perception import ObjectPoseConfig, in_base_frame
 from simreal.robots import Robot
 from simreal.sim import rotors
-from simreal.sim.backend import compile_model
+from simreal.sim.mjcf import compile_model
 
 log = logging.getLogger("simreal.hil.robot")
 

@@ -19,17 +19,7 @@ import numpy as np
 import torch
 from mujoco import batch as mjbatch
 
-
-class BackendError(RuntimeError):
-    pass
-
-
-def compile_model(mjcf_path: str | Path) -> mujoco.MjModel:
-    """Compile an MJCF file, naming the file in MuJoCo's error."""
-    try:
-        return mujoco.MjModel.from_xml_path(str(mjcf_path))
-    except ValueError as exc:
-        raise BackendError(f"{mjcf_path}: MuJoCo cannot compile it: {exc}") from None
+from simreal.sim.mjcf import BackendError, compile_model  # noqa: F401 (re-exported)
 
 
 class ModelLookup:

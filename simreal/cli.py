@@ -262,6 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="leave loopback: DDS as CYCLONEDDS_URI / Cyclone's default say")
     h.add_argument("--real-robot", action="store_true",
                    help="start no simulated robot: run against the robot on the DDS domain")
+    h.add_argument("--no-plots", action="store_true",
+                   help="write the report and the MCAP log without the PNG figures")
 
     r = sub.add_parser("record", help="run a calibration experiment on a robot over DDS and "
                                       "write its log (MCAP)")
@@ -334,7 +336,7 @@ def _hil(args: argparse.Namespace) -> int:
     try:
         report = run_hil(get_robot(args.robot), args.policy, args.scenario, args.faults,
                          args.out, args.domain_id, args.network, args.real_robot,
-                         args.interface)
+                         args.interface, plots=not args.no_plots)
     except (UnknownNameError, RobotError, ContractError, HilConfigError, FileNotFoundError,
             FileExistsError, ValueError) as exc:
         print(f"simreal: error: {exc}", file=sys.stderr)

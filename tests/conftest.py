@@ -43,12 +43,14 @@ def trained_run(tmp_path_factory) -> Path:
 # paced to real time and light on CPU, so the other worker's CPU-bound tests (learning,
 # physics) run beside them, as the "another busy process" a robot computer may have. MuJoCo
 # Warp's tests share the other group: one process compiles the kernel cache the rest load.
-# The groups go first in the queue: the longest unit should not start last.
+# The groups go first in the queue, then the two learning tests (~2-3 minutes each): the
+# longest units should not start last.
 XDIST_GROUPS = {
     "dds": {"test_dds.py", "test_dds_types.py", "test_hil.py", "test_node_dds.py",
             "test_transport.py", "test_node_contract.py"},
     "warp": {"test_mjwarp.py", "test_hover_physics.py", "test_go2_physics.py"},
 }
+LONGEST_FIRST = ("test_go2_learning.py", "test_arm_learning.py")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -57,5 +59,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = next((g for g, files in XDIST_GROUPS.items() if item.path.name in files), None)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-        rank[item.nodeid] = list(XDIST_GROUPS).index(group) if group else len(XDIST_GROUPS)
+            rank[item.nodeid] = list(XDIST_GROUPS).index(group)
+        elif item.path.name in LONGEST_FIRST:
+            rank[item.nodeid] = len(XDIST_GROUPS) + LONGEST_FIRST.index(item.path.name)
+        else:
+            rank[item.nodeid] = len(XDIST_GROUPS) + len(LONGEST_FIRST)
     items.sort(key=lambda item: rank[item.nodeid])  # stable: file order kept within a rank

@@ -17,3 +17,13 @@ def test_deploy_imports_neither_torch_nor_mujoco():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=Path(deploy.__file__).parent.parent, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_hil_robot_and_node_processes_import_no_torch():
+    """Each HIL run starts both processes; torch would add seconds to each start (and a
+    simulated robot needs only MuJoCo), so neither imports it."""
+    code = ("import sys; import simreal.hil.robot_proc, simreal.hil.node_proc; "
+            "print('torch' in sys.modules); sys.exit(1 if 'torch' in sys.modules else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(deploy.__file__).parent.parent, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

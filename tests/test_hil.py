@@ -80,8 +80,10 @@ def go2_stand(tmp_path_factory, go2) -> Path:
     return export_onnx(Zero(), contract, tmp_path_factory.mktemp("go2") / "stand.onnx")
 
 
-def _run(robot, policy, out: Path, scenario=HIL / "hover.yaml", faults=None, **kw) -> dict:
-    report = run_hil(robot, policy, scenario, faults, out, progress=False, **kw)
+def _run(robot, policy, out: Path, scenario=HIL / "hover.yaml", faults=None, plots=False,
+         **kw) -> dict:
+    """One run; the figures (seconds of matplotlib) only where a test looks at them."""
+    report = run_hil(robot, policy, scenario, faults, out, progress=False, plots=plots, **kw)
     assert (out / "report.json").is_file() and (out / "run.mcap").is_file()
     return report
 
@@ -109,7 +111,7 @@ def _balanced(counts: dict) -> None:
 
 
 def test_quadrotor_holds_a_hover(crazyflie, tmp_path):
-    report = _run(crazyflie, HOVER, tmp_path / "run")
+    report = _run(crazyflie, HOVER, tmp_path / "run", plots=True)
     assert report["passed"], [c for c in report["checks"] if c["passed"] is False]
     assert report["metrics"]["hover"]["max_error_m"] < 0.1
     assert report["dds"]["network"] == "loopback only"
@@ -377,7 +379,8 @@ def test_cli_against_a_robot_it_did_not_start(crazyflie, tmp_path):
         out = tmp_path / "run"
         cli = subprocess.run([sys.executable, "-m", "simreal.cli", "hil", "--robot", "crazyflie",
                               "--policy", str(HOVER), "--scenario", str(HIL / "hover.yaml"),
-                              "--real-robot", "--domain-id", str(domain), "--out", str(out)],
+                              "--real-robot", "--domain-id", str(domain), "--out", str(out),
+                              "--no-plots"],
                              capture_output=True, text=True, timeout=150)
     finally:
         robot.terminate()
@@ -590,10 +593,11 @@ def test_a_policy_commanding_only_nan_fails(tmp_path):
     out = tmp_path / "run"
     cli = subprocess.run([sys.executable, "-m", "simreal.cli", "hil", "--robot", "crazyflie",
                           "--policy", str(policy), "--scenario", str(scenario), "--out",
-                          str(out)], capture_output=True, text=True, timeout=200)
+                          str(out), "--no-plots"], capture_output=True, text=True, timeout=200)
     assert cli.returncode == 1, cli.stderr[-2000:]
     summary = json.loads(cli.stdout.strip().splitlines()[-1])
     assert summary["passed"] is False
+    assert (out / "report.json").is_file() and not list(out.glob("*.png"))  # --no-plots
     assert {k: summary["checks"][k] for k in ("left_soft_start", "moved", "finite_commands")} \
         == {"left_soft_start": False, "moved": False, "finite_commands": False}
     report = json.loads((out / "report.json").read_text())

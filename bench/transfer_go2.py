@@ -77,8 +77,8 @@ def main() -> int:
                    help="other MJCFs of the robot, a sim2sim table each (named by the file's "
                    "stem; tests/assets/go2_other.xml, say)")
     p.add_argument("--task-config", metavar="YAML",
-                   help="the run's task settings (RUN_DIR/config.yaml) for the nominal table: "
-                        "needed by a policy trained with history options")
+                   help="the run's task settings (RUN_DIR/config.yaml) for the nominal table "
+                        "(history options and leg odometry are read from the contract)")
     p.add_argument("--jobs", type=int, default=1, help="tables run at once (processes)")
     p.add_argument("--out", default="transfer_go2", help="result name under bench/results/")
     args = p.parse_args()

@@ -343,6 +343,12 @@ class VecEnv(ABC):
     @abstractmethod
     def contract(self) -> PolicyContract: ...
 
+    @classmethod
+    def settings_from_contract(cls, contract: PolicyContract) -> dict[str, Any]:
+        """The task settings a policy's contract pins (the shape of what its actor sees), so
+        that a policy is evaluated without its run's config.yaml; {}: none beyond defaults."""
+        return {}
+
     def step_metrics(self) -> dict[str, torch.Tensor]:
         """Per-env task metrics of the last control step, for evaluation."""
         return {}

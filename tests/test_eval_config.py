@@ -62,3 +62,37 @@ def test_training_only_settings_are_dropped_for_evaluation(tmp_path):
     path.write_text("- 1\n")
     with pytest.raises(ValueError, match="list.yaml: a task configuration is a mapping"):
         load_task_config(path)
+
+
+HISTORY = {"action_history": 3, "state_history": 2, "leg_odometry_tau": 0.1,
+           "leg_odometry_stance": "torque_height"}
+
+
+@pytest.fixture(scope="module")
+def history_policy(tmp_path_factory):
+    """A zero-action go2-flat policy whose actor saw histories and leg odometry."""
+    contract = make_env("go2-flat", 1, 0, HISTORY).contract()
+
+    class Zero(torch.nn.Module):
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return obs[:, :contract.action_dim] * 0.0
+
+    return export_onnx(Zero(), contract, tmp_path_factory.mktemp("hist") / "p.onnx")
+
+
+def test_the_contract_pins_history_and_odometry(history_policy):
+    from simreal.deploy.policy import OnnxPolicy
+    from simreal.sim.registry import get_task
+
+    cls = get_task("go2-flat")
+    assert cls.settings_from_contract(OnnxPolicy(history_policy).contract) == HISTORY
+    default = cls.settings_from_contract(make_env("go2-flat", 1, 0).contract())
+    assert default == {"action_history": 1, "state_history": 1, "leg_odometry_tau": None}
+
+
+def test_a_history_policy_evaluates_without_its_runs_config(history_policy, tmp_path):
+    result = evaluate(history_policy, episodes=2)  # built from the contract's settings
+    assert result["episodes"] == 2
+    # a configuration that says otherwise still wins, and the contract check names it
+    with pytest.raises(ContractError, match="observations: policy"):
+        evaluate(history_policy, episodes=2, task_config={"action_history": 1})

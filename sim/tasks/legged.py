@@ -536,6 +536,24 @@ class LeggedVelocity(VecEnv):
                         history=self.cfg.state_history, integral_time_constant_s=tau,
                         legs=self._legs)]
 
+    @classmethod
+    def settings_from_contract(cls, contract: PolicyContract) -> dict[str, Any]:
+        """History lengths and leg odometry, read off the actor's terms (see policy_terms)."""
+        terms = {t.name: t for t in contract.observations}
+        out: dict[str, Any] = {}
+        if "last_action" in terms:
+            out["action_history"] = terms["last_action"].history
+        if "joint_pos_rel" in terms:
+            out["state_history"] = terms["joint_pos_rel"].history
+        odometry = terms.get("leg_odometry_velocity")
+        out["leg_odometry_tau"] = odometry.integral_time_constant_s if odometry else None
+        if odometry is not None and odometry.legs is not None:
+            legs = odometry.legs
+            out["leg_odometry_stance"] = ("torque_height" if legs.stance_torque and
+                                          legs.stance_sigma else
+                                          "torque" if legs.stance_torque else "height")
+        return out
+
     def contract(self) -> PolicyContract:
         spec, c = self.robot.spec, self.cfg.commands
         n = self.num_actions

@@ -127,14 +127,17 @@ def test_runner_feeds_the_policy_the_trimmed_command(tmp_path, plain):
     assert PolicyRunner(OnnxPolicy(plain), get_robot("go2")).feedback is None
 
 
-def test_yaw_feedback_turns_closer_to_the_command_on_the_damped_variant(tmp_path, plain):
+def test_yaw_feedback_turns_closer_to_the_command_on_another_model(tmp_path, plain):
+    """tests/assets/go2_other.xml (damped joints, its own contacts): the trim makes up what
+    the gait loses there."""
     fb = api.export(plain, tmp_path / "fb.onnx", {"axes": ["wz"], "gain": 1.0})
     short = {"commands": [[0.0, 0.0, 0.5]], "episodes": 2, "episode_s": 6.0, "settle_s": 3.0}
-    without = api.sim2sim(plain, "go2", variant="hard", **short)["tracking"][0]
-    trimmed = api.sim2sim(fb, "go2", variant="hard", **short)["tracking"][0]
+    other = ASSETS / "go2_other.xml"
+    without = api.sim2sim(plain, "go2", mjcf=other, **short)["tracking"][0]
+    trimmed = api.sim2sim(fb, "go2", mjcf=other, **short)["tracking"][0]
     assert without["falls"] == 0 and trimmed["falls"] == 0
-    # measured 2026-12-07, 4 episodes of 20 s: 0.268 without, 0.113 rad/s with
-    assert trimmed["ang_vel_error"] < 0.7 * without["ang_vel_error"]
+    # measured 2026-12-07 with these settings: 0.387 without, 0.068 rad/s with
+    assert trimmed["ang_vel_error"] < 0.5 * without["ang_vel_error"]
     assert trimmed["velocity"][2] > without["velocity"][2]
 
 

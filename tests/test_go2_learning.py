@@ -9,10 +9,11 @@ episodes end in falls within a second or two) to above TRACKING_LEVEL.
 
 from simreal.api import train
 
-# 70 PPO iterations of 256 envs x 24 steps. Measured (2026-12-07; one 80-iteration run per
-# seed, the mean of ten iterations' tracking, from ~0.05-0.09 at the start), seeds 0 / 1 / 2:
-# around iteration 70 0.48 / 0.57 / 0.44, at 80 (this test's earlier budget, ~180 s of a
-# 12-minute suite) 0.45 / 0.60 / 0.42; around 50, seed 1 was at 0.28 (too close).
+# 70 PPO iterations of 256 envs x 24 steps, with the task's training defaults. Measured
+# (2026-12-07; one 80-iteration run per seed, the mean of ten iterations' tracking): with the
+# defaults of that day (history, leg odometry, damping 0-2.5) seeds 0 / 1 start at 0.10 / 0.13
+# and reach 0.53 / 0.46 around iteration 70, 0.58 / 0.46 at 80; with the defaults before them
+# seeds 0 / 1 / 2 reached 0.48 / 0.57 / 0.44 around 70, and seed 1 0.28 around 50.
 ENVS, STEPS = 256, 430_080
 TRACKING_LEVEL = 0.3  # a policy that only stands, never falling, earns ~0.5 (measured)
 
@@ -34,4 +35,4 @@ def test_ppo_go2_flat_tracking_reward_rises(tmp_path):
                    for r in rows) / len(rows)
 
     first, last = tracking(history[:10]), tracking(history[-10:])
-    assert first < 0.15 and last > TRACKING_LEVEL, (first, last)
+    assert first < 0.2 and last > TRACKING_LEVEL, (first, last)

@@ -386,7 +386,7 @@ def evaluate(policy: str | Path, task: str | None = None, episodes: int = 100,
     if task is not None and task != contract.task:
         raise ContractError(f"{policy}: policy was trained for task {contract.task!r}, "
                             f"not {task!r}")
-    cfg = evaluation_config(contract.task, _with_contract_settings(contract, task_config))
+    cfg = evaluation_config(contract.task, contract_task_config(contract, task_config))
     env = make_env(contract.task, min(episodes, 2048), seed, cfg, robot=robot)
     contract.check(env.robot)
     check_task_contract(contract, env.contract(), str(policy), from_defaults=not task_config)
@@ -426,7 +426,7 @@ def evaluate_tracking(policy: str | Path, task: str | None = None,
         raise ValueError(f"task {contract.task!r} cannot hold a fixed velocity command "
                          "(--tracking needs a velocity-tracking task such as go2-flat)")
     base = _merged(evaluation_config(contract.task,
-                                     _with_contract_settings(contract, task_config)), {
+                                     contract_task_config(contract, task_config)), {
         "episode_s": episode_s, "randomization": {"enabled": False},
         "init": {"joint_noise": 0.0, "base_speed": 0.0}})
     rows = []
@@ -473,7 +473,7 @@ def sim2sim(policy: str | Path, robot: str, mjcf: str | Path | None = None,
                            settle_s=ev.TRACKING_SETTLE_S if settle_s is None else settle_s)
 
 
-def _with_contract_settings(contract, task_config: dict[str, Any] | None) -> dict[str, Any]:
+def contract_task_config(contract, task_config: dict[str, Any] | None) -> dict[str, Any]:
     """`task_config` over what the policy's contract pins (history lengths, an odometry term:
     the task's `settings_from_contract`): a policy trained with such options evaluates without
     its run's config.yaml; a config that says otherwise still wins (and the contract check

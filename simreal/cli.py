@@ -549,7 +549,9 @@ def _feedback(args: argparse.Namespace) -> Any:
     if axes.strip().lower() == "auto":
         return {"axes": "auto", **given}
     names = [a.strip() for a in axes.split(",") if a.strip()]
-    bad = [a for a in names if a not in ("vx", "vy", "wz")]
+    from simreal.deploy.contract import AXES
+
+    bad = [a for a in names if a not in AXES]
     if bad or not names:
         raise ValueError(f"--command-feedback {axes!r}: comma-separated axes of vx, vy, wz "
                          "(or 'auto', 'none')")

@@ -77,7 +77,7 @@ class Player:
     def __init__(self, policy: str | Path, task: str | None = None, seed: int = 0):
         import mujoco
 
-        from simreal.api import _with_contract_settings, make_env
+        from simreal.api import contract_task_config, make_env
         from simreal.deploy.contract import ContractError
         from simreal.deploy.policy import OnnxPolicy
         from simreal.deploy.runner import PolicyRunner
@@ -88,7 +88,7 @@ class Player:
             raise ContractError(f"{policy}: policy was trained for task {contract.task!r}, "
                                 f"not {task!r}")
         self.task = contract.task
-        self.env = make_env(self.task, 1, seed, _with_contract_settings(contract, None))
+        self.env = make_env(self.task, 1, seed, contract_task_config(contract, None))
         backend = getattr(self.env, "backend", None)
         if backend is None or not hasattr(backend, "batch"):
             raise PlayError(f"task {self.task!r} has no MuJoCo backend to draw")

@@ -62,6 +62,9 @@ from simreal.sim.threads import single_torch_thread
 
 Weights = dict[str, float]  # reward term -> weight
 NoiseStd = dict[str, NonNegativeFloat]  # signal -> standard deviation of its noise
+# config settings that give an actor term's history length (control periods), as the tasks
+# that have them name them: read back off a contract by `VecEnv.settings_from_contract`
+HISTORY_SETTINGS = (("action_history", "last_action"), ("state_history", "joint_pos_rel"))
 
 
 class Curriculum(StrictModel):
@@ -346,8 +349,13 @@ class VecEnv(ABC):
     @classmethod
     def settings_from_contract(cls, contract: PolicyContract) -> dict[str, Any]:
         """The task settings a policy's contract pins (the shape of what its actor sees), so
-        that a policy is evaluated without its run's config.yaml; {}: none beyond defaults."""
-        return {}
+        that a policy is evaluated without its run's config.yaml. Here the history lengths a
+        config class declares: `action_history` (last_action's) and `state_history`
+        (joint_pos_rel's)."""
+        terms = {t.name: t for t in contract.observations}
+        fields = cls.config_class.model_fields
+        return {setting: terms[term].history for setting, term in HISTORY_SETTINGS
+                if setting in fields and term in terms}
 
     def step_metrics(self) -> dict[str, torch.Tensor]:
         """Per-env task metrics of the last control step, for evaluation."""

@@ -96,3 +96,31 @@ def test_a_history_policy_evaluates_without_its_runs_config(history_policy, tmp_
     # a configuration that says otherwise still wins, and the contract check names it
     with pytest.raises(ContractError, match="observations: policy"):
         evaluate(history_policy, episodes=2, task_config={"action_history": 1})
+
+
+@pytest.mark.parametrize(("task", "settings"), [
+    ("arm-reach", {"action_history": 2, "state_history": 3}),
+    ("arm-lift", {"action_history": 3, "state_history": 2}),
+    ("quadrotor-hover", {"action_history": 4}),
+])
+def test_every_task_reads_its_history_off_the_contract(task, settings):
+    """The arm tasks' and the quadrotor's history lengths come back from their contracts, as
+    go2's do: the actor's input changes by each period of its terms."""
+    from simreal.sim.registry import get_task
+
+    cls = get_task(task)
+    plain, other = make_env(task, 1, 0).contract(), make_env(task, 1, 0, settings).contract()
+    assert cls.settings_from_contract(other) == settings
+    assert cls.settings_from_contract(plain) != settings
+    assert other.obs_dim != plain.obs_dim
+
+
+def test_an_arm_history_policy_runs_through_the_deploy_runtime(tmp_path):
+    contract = make_env("arm-reach", 1, 0, {"action_history": 2, "state_history": 3}).contract()
+
+    class Zero(torch.nn.Module):
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return obs[:, :contract.action_dim] * 0.0
+
+    policy = export_onnx(Zero(), contract, tmp_path / "reach.onnx")
+    assert evaluate(policy, episodes=2)["episodes"] == 2

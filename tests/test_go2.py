@@ -284,6 +284,19 @@ def test_held_yaw_rate_commands_stay_for_the_command():
                                rtol=0)
 
 
+def test_in_place_share_turns_and_stands_without_walking():
+    """in_place_share: that share of commands has no horizontal velocity (turn in place or
+    stand); 0 leaves only the zero_below band (3% of a uniform draw in [-1, 1]^2)."""
+    def still(share: float) -> float:
+        env = make_env("go2-flat", num_envs=512, seed=0,
+                       config={**QUIET, "commands": {"in_place_share": share}})
+        env.reset()
+        return (env.commands[:, :2].abs().sum(-1) == 0).float().mean().item()
+
+    assert still(0.0) < 0.08
+    assert 0.4 < still(0.5) < 0.65
+
+
 def test_same_seed_same_trajectory():
     def run(seed):
         env = make_env("go2-flat", num_envs=8, seed=seed)

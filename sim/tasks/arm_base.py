@@ -75,6 +75,11 @@ class ArmConfig(TaskConfig):
     action_scale: list[float] = Field(
         default=[1.2, 1.5, 1.2, 1.5, 1.2, 1.5, 2.0, 0.1], min_length=8, max_length=8)
     joint_noise: float = 0.2  # rad, uniform around the default pose at a reset
+    # control periods of its own past actions the actor sees (last_action's history)
+    action_history: int = Field(default=1, ge=1)
+    # control periods of the joint states it sees: with more than one it can tell from how
+    # its recent targets played out what it is not told (latency, damping, gains)
+    state_history: int = Field(default=1, ge=1)
     randomization: ArmRandomization = ArmRandomization()
     # encoder noise: rad (m for the finger), rad/s; the tool pose follows from the noisy angles
     noise: NoiseStd = {"joint_pos": 0.002, "joint_vel": 0.02}
@@ -205,8 +210,14 @@ class ArmTask(VecEnv):
                           kp=[j.kp for j in spec.joints], kd=[j.kd for j in spec.joints])
 
     def joint_terms(self) -> list[ObsTerm]:
-        return [ObsTerm(name="joint_pos_rel", dim=self.num_actions, clip=10.0),
-                ObsTerm(name="joint_vel", dim=self.num_actions, scale=0.2, clip=10.0)]
+        h = self.cfg.state_history
+        return [ObsTerm(name="joint_pos_rel", dim=self.num_actions, clip=10.0, history=h),
+                ObsTerm(name="joint_vel", dim=self.num_actions, scale=0.2, clip=10.0,
+                        history=h)]
+
+    def action_term(self) -> ObsTerm:
+        return ObsTerm(name="last_action", dim=self.num_actions, clip=1.0,
+                       history=self.cfg.action_history)
 
     def _contract(self, commands: dict) -> PolicyContract:
         spec = self.robot.spec

@@ -224,7 +224,7 @@ class ArmLift(ArmTask):
                 ObsTerm(name="object_position_rel", dim=3, scale=2.0, clip=10.0),
                 ObsTerm(name="object_rotation_matrix", dim=9, clip=1.0),
                 ObsTerm(name="lift_height_error", dim=1, scale=5.0, clip=10.0),
-                ObsTerm(name="last_action", dim=self.num_actions, clip=1.0)]
+                self.action_term()]
 
     def contract(self) -> PolicyContract:
         lo, hi = self.cfg.lift_height

@@ -142,7 +142,7 @@ class ArmReach(ArmTask):
         return [*self.joint_terms(),
                 ObsTerm(name="ee_position_error", dim=3, scale=2.0, clip=10.0),
                 ObsTerm(name="ee_rotation_error", dim=3, clip=10.0),
-                ObsTerm(name="last_action", dim=self.num_actions, clip=1.0)]
+                self.action_term()]
 
     def contract(self) -> PolicyContract:
         t = self.cfg.target

@@ -121,6 +121,10 @@ class CommandConfig(StrictModel):
     yaw_rate: Range = (-1.0, 1.0)  # rad/s
     resample_s: float = 10.0
     zero_below: float = 0.2  # m/s: smaller horizontal commands become 0 (standing still)
+    # share of commands with no horizontal velocity: turn in place at a held yaw rate, or turn
+    # to a heading and stand. A uniform draw in [-1, 1]^2 falls below zero_below 3% of the
+    # time, too rarely to learn the tracking table's yaw rows (turning in place)
+    in_place_share: float = Field(default=0.0, ge=0.0, le=1.0)
     # hold this command (vx, vy m/s; yaw rate rad/s) for whole episodes: no resampling, no
     # heading mode (per-command tracking evaluation, simreal/evaluate.py)
     fixed: tuple[float, float, float] | None = None
@@ -555,11 +559,7 @@ class LeggedVelocity(VecEnv):
     def settings_from_contract(cls, contract: PolicyContract) -> dict[str, Any]:
         """History lengths and leg odometry, read off the actor's terms (see policy_terms)."""
         terms = {t.name: t for t in contract.observations}
-        out: dict[str, Any] = {}
-        if "last_action" in terms:
-            out["action_history"] = terms["last_action"].history
-        if "joint_pos_rel" in terms:
-            out["state_history"] = terms["joint_pos_rel"].history
+        out = super().settings_from_contract(contract)
         odometry = terms.get("leg_odometry_velocity")
         out["leg_odometry_tau"] = odometry.integral_time_constant_s if odometry else None
         if odometry is not None and odometry.legs is not None:
@@ -812,6 +812,8 @@ class LeggedVelocity(VecEnv):
         vy = c.lin_vel_y[0] + (c.lin_vel_y[1] - c.lin_vel_y[0]) * u[:, 1]
         xy = torch.stack([vx, vy], -1)
         xy *= (torch.linalg.vector_norm(xy, dim=-1, keepdim=True) >= c.zero_below)
+        if c.in_place_share > 0:  # a separate draw: a share of 0 keeps the old command stream
+            xy *= (torch.rand(k, 1, generator=g) >= c.in_place_share)
         self.commands[ids, :2] = xy
         self.heading[ids] = c.heading[0] + (c.heading[1] - c.heading[0]) * u[:, 2]
         self.heading_mode[ids] = u[:, 3] < c.heading_share

@@ -16,7 +16,7 @@ def run_rows(task: str, policy_path: str, rows: dict[str, dict[str, Any]], episo
     """Evaluate `policy_path` on `task` changed by each wanted row (`nominal` always): the
     result per row with `relative_success` (its success over nominal's) and `ok` (at least
     RELATIVE_TARGET), and `all_ok`."""
-    from simreal.api import check_task_contract, make_env
+    from simreal.api import check_task_contract, contract_task_config, make_env
     from simreal.deploy.policy import OnnxPolicy
     from simreal.evaluate import run_episodes
 
@@ -28,7 +28,9 @@ def run_rows(task: str, policy_path: str, rows: dict[str, dict[str, Any]], episo
         t0 = time.perf_counter()
         # (make_env, not api.evaluate: evaluation drops training-only settings such as the
         # quadrotor's link)
-        env = make_env(task, min(episodes, 2048), seed, change)
+        # over the settings the contract pins (history lengths), as `simreal eval` builds it
+        env = make_env(task, min(episodes, 2048), seed,
+                       contract_task_config(policy.contract, change))
         check_task_contract(policy.contract, env.contract(), policy_path)
         result = run_episodes(env, policy, episodes)
         result["change"] = change

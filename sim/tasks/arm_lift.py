@@ -36,10 +36,16 @@ from simreal.sim.tasks.arm_reach import DOWN
 from simreal.sim.vec_env import Weights
 
 # what `simreal train arm-lift` uses unless told otherwise (2 cores, seed 0, bench/train_arm.py,
-# success from the default pose over 200-500 ONNX episodes). SAC: 35% at 3M steps, 76% at 6M
-# (2849 s of training, sharing the 2 cores with another run; resumed once at 3M), unsteady
-# between evaluations (50-69% over 4.5-5.9M). PPO: 23% at 18M steps (3144 s), 38-40% at
-# 21-24M (about 7000 s), its grasp rate ~80% against SAC's ~95%.
+# success from the default pose over 200-500 ONNX episodes). SAC without history: 35% at 3M
+# steps, 76% at 6M (2849 s, sharing the cores; resumed once at 3M), unsteady between
+# evaluations (50-69% over 4.5-5.9M). PPO: 23% at 18M steps (3144 s), 38-40% at 21-24M (about
+# 7000 s), its grasp rate ~80% against SAC's ~95%.
+# SAC's actor sees its last 3 actions and 2 periods of joint states: the command latency
+# (0-20 ms, per episode) is hidden from it, and with one period of each its success fell from
+# 84% at 0 ms to 62% at a fixed 20 ms (the drops and missed grasps tripled). With the history,
+# seed 0, 6M steps, 2228 s: 79.6% over 500 episodes; bench/transfer_arm.py 81.4% nominal, 0.941x
+# at 20 ms (0.811x without). Ten times the action-rate cost instead (reach's lever) did not
+# help here: 59.4% nominal, 0.830x.
 TRAIN_DEFAULTS: dict[str, Any] = {
     "algo": "sac",
     "ppo": {"envs": 512, "steps": 20_000_000,
@@ -55,7 +61,8 @@ TRAIN_DEFAULTS: dict[str, Any] = {
                        "critic_hidden": [256, 256], "actor_lr": 1e-3, "critic_lr": 1e-3,
                        "alpha_lr": 1e-3, "alpha_init": 0.01, "target_entropy_per_action": -2.0,
                        "tau": 0.05, "reward_scale": 0.1},
-            "task_config": {"grasped_start": 0.2, "above_start": 0.3, "stagger_start": True}},
+            "task_config": {"grasped_start": 0.2, "above_start": 0.3, "stagger_start": True,
+                            "action_history": 3, "state_history": 2}},
 }
 
 

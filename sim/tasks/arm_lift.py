@@ -42,7 +42,7 @@ from simreal.sim.vec_env import Weights
 # 7000 s), its grasp rate ~80% against SAC's ~95%.
 # SAC's actor sees its last 3 actions and 2 periods of joint states: the command latency
 # (0-20 ms, per episode) is hidden from it, and with one period of each its success fell from
-# 84% at 0 ms to 62% at a fixed 20 ms (the drops and missed grasps tripled). With the history,
+# 84% at 0 ms to 62% at a fixed 20 ms (drops x3, missed grasps x5). With the history,
 # seed 0, 6M steps, 2228 s: 79.6% over 500 episodes; bench/transfer_arm.py 81.4% nominal, 0.941x
 # at 20 ms (0.811x without); seed 1: 83.4%, 85.7% nominal, 0.901x. Ten times the action-rate
 # cost instead (reach's lever) did not help here: 59.4% nominal, 0.830x.
